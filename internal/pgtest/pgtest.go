@@ -1,0 +1,142 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// EnvVar is the environment variable naming an existing PostgreSQL server to
+// test against. When it is unset, a private throwaway cluster is started.
+const EnvVar = "DATABASE_URL"
+
+// opTimeout bounds the connections and statements pgtest itself runs.
+const opTimeout = 30 * time.Second
+
+// The private cluster shared by every test of this process.
+var (
+	sharedOnce sync.Once
+	shared     *cluster
+	sharedErr  error
+)
+
+// URL returns a connection string for the test database.
+//
+// When DATABASE_URL is set, URL returns it. Otherwise the first call in the
+// process starts a private throwaway cluster (see the package documentation)
+// and every call returns its URL, of the form
+// postgres://postgres@/postgres?host=<socket dir>&sslmode=disable.
+// If no database can be had, URL fails the test with t.Fatalf, explaining how
+// to fix it; it never skips.
+func URL(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv(EnvVar); u != "" {
+		return u
+	}
+	sharedOnce.Do(func() {
+		start := time.Now()
+		shared, sharedErr = startPrivate()
+		if sharedErr == nil {
+			shared.startup = time.Since(start)
+		}
+	})
+	if sharedErr != nil {
+		t.Fatalf("pgtest: no test database: %v", sharedErr)
+	}
+	return shared.url
+}
+
+// Schema creates a new, uniquely named schema ("t_" followed by random hex)
+// in the database of [URL], arranges for it to be dropped with CASCADE when
+// the test and its subtests finish, and returns its name. The name needs no
+// quoting. Failing to create the schema fails the test; failing to drop it
+// is reported as a test error.
+func Schema(t testing.TB) string {
+	t.Helper()
+	dsn := URL(t)
+	name := "t_" + randomHex(8)
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := execOnce(dsn, "CREATE SCHEMA "+ident); err != nil {
+		t.Fatalf("pgtest: create schema %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := execOnce(dsn, "DROP SCHEMA IF EXISTS "+ident+" CASCADE"); err != nil {
+			t.Errorf("pgtest: drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// Pool returns a connection pool to the database of [URL], already checked
+// with a ping, and closes it when the test and its subtests finish.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dsn := URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatalf("pgtest: open pool: %v (%s)", err, hint(dsn))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		t.Fatalf("pgtest: connect: %v (%s)", err, hint(dsn))
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Main runs the tests with m.Run and then, if this process started a private
+// cluster, stops it and removes its directory. It returns m.Run's exit code.
+// Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	// Keep any late URL call from starting a cluster nobody would stop.
+	sharedOnce.Do(func() { sharedErr = errors.New("pgtest.Main has already finished") })
+	if shared != nil {
+		if err := shared.destroy(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stopping private cluster: %v\n", err)
+		}
+	}
+	return code
+}
+
+// execOnce runs one statement on a fresh connection.
+func execOnce(dsn, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect: %w (%s)", err, hint(dsn))
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// hint says where the connection string came from, without echoing it
+// (DATABASE_URL may hold a password).
+func hint(dsn string) string {
+	if os.Getenv(EnvVar) == dsn {
+		return "database from " + EnvVar + "; check that it is reachable, or unset it to use a private cluster"
+	}
+	return "private pgtest cluster"
+}
+
+// randomHex returns n random bytes, hex encoded.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
