@@ -1,0 +1,115 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/policy"
+)
+
+// Definition is an activity with its types erased, as the runtime handles it.
+// *Activity implements it; application code has no need to.
+type Definition interface {
+	// Name is the activity's registered name, recorded on every step and attempt.
+	Name() string
+	// Options are the activity's default policy options.
+	Options() []policy.Option
+	// Transactional reports whether the activity runs in the step's transaction.
+	Transactional() bool
+	// Invoke decodes the JSON input, calls the function and encodes its output.
+	// tx is the step's transaction for a transactional activity, else nil.
+	Invoke(ctx context.Context, tx pgx.Tx, input []byte) ([]byte, error)
+}
+
+// Activity is a declared activity taking In and returning Out. In and Out are
+// stored as JSON, so they must survive encoding/json.
+type Activity[In, Out any] struct {
+	name string
+	fn   func(context.Context, pgx.Tx, In) (Out, error)
+	tx   bool
+	opts []policy.Option
+}
+
+// New declares an activity with its default policy. The policy is validated
+// here, at declaration: New panics with the *policy.ValidationError when the
+// options make no sense (as regexp.MustCompile does for a bad pattern), so a
+// bad policy stops the program at start-up, never a run at 3 a.m. Use
+// policy.New first to check options that come from configuration.
+func New[In, Out any](name string, fn func(context.Context, In) (Out, error), opts ...policy.Option) *Activity[In, Out] {
+	if fn == nil {
+		panic(fmt.Sprintf("activities.New(%q): nil function", name))
+	}
+	return declare(name, func(ctx context.Context, _ pgx.Tx, in In) (Out, error) { return fn(ctx, in) }, false, opts)
+}
+
+// NewTx declares a transactional activity: fn receives the transaction in
+// which the step's result is checkpointed, so its database writes and the
+// checkpoint commit together, exactly once. If the worker lost the run's lease
+// meanwhile, the checkpoint is refused and the transaction rolls back. A
+// transactional activity is never indeterminate: a lost attempt's transaction
+// never committed, so it is simply run again (charged to MaxRescues).
+func NewTx[In, Out any](name string, fn func(context.Context, pgx.Tx, In) (Out, error), opts ...policy.Option) *Activity[In, Out] {
+	if fn == nil {
+		panic(fmt.Sprintf("activities.NewTx(%q): nil function", name))
+	}
+	return declare(name, fn, true, opts)
+}
+
+func declare[In, Out any](name string, fn func(context.Context, pgx.Tx, In) (Out, error), tx bool, opts []policy.Option) *Activity[In, Out] {
+	if name == "" {
+		panic("activities: empty activity name")
+	}
+	p, err := policy.New(opts...)
+	if err != nil {
+		panic(fmt.Sprintf("activity %q: invalid policy: %v", name, err))
+	}
+	if tx && p.AtMostOnce {
+		panic(fmt.Sprintf("activity %q: %v", name, ErrAtMostOnceTx))
+	}
+	return &Activity[In, Out]{name: name, fn: fn, tx: tx, opts: opts}
+}
+
+// Name returns the activity's name.
+func (a *Activity[In, Out]) Name() string { return a.name }
+
+// Options returns the activity's default policy options.
+func (a *Activity[In, Out]) Options() []policy.Option { return a.opts }
+
+// Transactional reports whether a was declared with NewTx.
+func (a *Activity[In, Out]) Transactional() bool { return a.tx }
+
+// ErrAtMostOnceTx rejects AtMostOnce on a transactional activity: its effects
+// commit with the step's checkpoint, exactly once, so a lost attempt is simply
+// rerun; at-most-once does not apply.
+var ErrAtMostOnceTx = errors.New("AtMostOnce does not apply to a transactional activity: its effects commit exactly once with the checkpoint")
+
+// ErrBadInput marks an input that does not decode into the function's type.
+var ErrBadInput = errors.New("input does not decode")
+
+// Invoke decodes input, calls the function and encodes its output. It is
+// the runtime's entry point; a decoding failure is permanent (ErrBadInput).
+func (a *Activity[In, Out]) Invoke(ctx context.Context, tx pgx.Tx, input []byte) ([]byte, error) {
+	var in In
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, policy.Permanent(fmt.Errorf("activity %q: %w: %w", a.name, ErrBadInput, err))
+	}
+	out, err := a.fn(ctx, tx, in)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, policy.Permanent(fmt.Errorf("activity %q: encode output: %w", a.name, err))
+	}
+	return b, nil
+}
+
+// Call runs the activity's function directly, outside any workflow, with no
+// retries and no history: for unit tests of the function itself.
+func (a *Activity[In, Out]) Call(ctx context.Context, tx pgx.Tx, in In) (Out, error) {
+	return a.fn(ctx, tx, in)
+}

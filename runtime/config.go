@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// Config configures a Worker. Every zero field takes the default its comment
+// names.
+type Config struct {
+	// Concurrency is how many runs the worker executes at once. Default 10.
+	Concurrency int
+	// LeaseTTL is how long a claim or heartbeat holds a run without renewal.
+	// A worker that dies is noticed this long after its last heartbeat.
+	// Default 30s.
+	LeaseTTL time.Duration
+	// HeartbeatInterval is how often the worker renews all its leases, in one
+	// statement. Default LeaseTTL/3; must be below LeaseTTL.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often an idle worker looks for due runs when no
+	// notification arrives (expired leases and delayed runs are only found by
+	// polling). Default 1s.
+	PollInterval time.Duration
+	// Queues are the queues this worker serves. Default ["default"].
+	Queues []string
+	// Label names the worker for people and traces ("host-pid-random" by
+	// default). Nothing is keyed on it: two workers may share a label.
+	Label string
+	// Schema is the schema of Tenure's tables. Default "tenure".
+	Schema string
+	// Defaults is the worker-wide policy layer, below each activity's
+	// defaults and each call's options.
+	Defaults []policy.Option
+	// MaxInProcessSleep is the longest retry delay slept with the lease held;
+	// longer delays suspend the run durably. Default 10s.
+	MaxInProcessSleep time.Duration
+	// MaxPayload is the largest step or workflow output, in bytes of JSON.
+	// Default sdk.DefaultMaxPayload.
+	MaxPayload int
+	// Logger receives warnings (lost leases) and errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Concurrency == 0 {
+		c.Concurrency = 10
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.LeaseTTL / 3
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = []string{"default"}
+	}
+	if c.Label == "" {
+		c.Label = defaultLabel()
+	}
+	if c.Schema == "" {
+		c.Schema = store.DefaultSchema
+	}
+	if c.MaxInProcessSleep == 0 {
+		c.MaxInProcessSleep = 10 * time.Second
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = sdk.DefaultMaxPayload
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.Concurrency < 0:
+		return c, fmt.Errorf("runtime: Concurrency %d is negative", c.Concurrency)
+	case c.LeaseTTL < 100*time.Millisecond:
+		return c, fmt.Errorf("runtime: LeaseTTL %s is below 100ms", c.LeaseTTL)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.LeaseTTL:
+		return c, fmt.Errorf("runtime: HeartbeatInterval %s must be positive and below LeaseTTL %s", c.HeartbeatInterval, c.LeaseTTL)
+	case c.PollInterval < 0 || c.MaxInProcessSleep < 0 || c.MaxPayload < 0:
+		return c, fmt.Errorf("runtime: negative PollInterval, MaxInProcessSleep or MaxPayload")
+	}
+	for _, q := range c.Queues {
+		if q == "" {
+			return c, fmt.Errorf("runtime: empty queue name")
+		}
+	}
+	if _, err := policy.Resolve(c.Defaults); err != nil {
+		return c, fmt.Errorf("runtime: worker default policy: %w", err)
+	}
+	return c, nil
+}
+
+func defaultLabel() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

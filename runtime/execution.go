@@ -1,0 +1,246 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	goruntime "runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/engine"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// execution is one worker's hold on one run: from claim to completion,
+// failure, suspension, hand-off or lost lease.
+type execution struct {
+	w      *Worker
+	claim  store.Claimed
+	lease  store.Lease
+	ctx    context.Context // cancelled on lost lease (errLeaseLost) or interrupt (errShutdown)
+	cancel context.CancelCauseFunc
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	lastRenew time.Time
+	lostOnce  sync.Once
+
+	// Workflow-goroutine state: touched only by the goroutine running the
+	// workflow function (and by run before and after it).
+	steps    map[int]store.Step
+	counts   map[int]budget
+	nextStep int
+}
+
+// budget is what a step has spent, for its failure row.
+type budget struct{ attempts, errors, rescues int }
+
+func (w *Worker) newExecution(base context.Context, c store.Claimed, claimedAt time.Time) *execution {
+	ctx, cancel := context.WithCancelCause(base)
+	return &execution{
+		w: w, claim: c, lease: store.Lease{RunID: c.ID, Epoch: c.Epoch},
+		ctx: ctx, cancel: cancel, lastRenew: claimedAt,
+		log:    w.cfg.Logger.With("run_id", c.ID, "workflow", c.Workflow, "epoch", c.Epoch, "worker", w.cfg.Label),
+		counts: map[int]budget{},
+	}
+}
+
+func (e *execution) renewedAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastRenew
+}
+
+func (e *execution) renewed(at time.Time) {
+	e.mu.Lock()
+	e.lastRenew = at
+	e.mu.Unlock()
+}
+
+// lose records that the lease is gone: the run's context is cancelled, the
+// event logged and counted, once.
+func (e *execution) lose(why string) {
+	e.lostOnce.Do(func() {
+		e.w.leasesLost.Add(1)
+		e.log.Warn("tenure: lease lost; abandoning the run to its new holder", "why", why)
+		e.cancel(errLeaseLost)
+	})
+}
+
+// outcome of the workflow goroutine.
+type outcome struct {
+	output []byte
+	err    error
+	panic  any
+	stack  []byte
+	exited bool // the goroutine unwound through runtime.Goexit: the executor already did the write
+}
+
+// run executes the claimed run to its next stopping point.
+func (e *execution) run() {
+	defer e.cancel(nil)
+	ctx := e.ctx
+	wf := e.w.workflowFor(e.claim.Workflow)
+
+	if e.claim.Reclaimed && e.claim.Reclaims > wf.MaxRescues() {
+		e.failRun(store.Failure{
+			Reason:       sdk.ReasonRescuesExhausted,
+			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started: the workflow or its worker crashes outside activities (budget %d)", e.claim.Reclaims, wf.MaxRescues()),
+			ErrorType:    "tenure.Backstop",
+		})
+		return
+	}
+	if e.claim.Reclaimed {
+		lost, err := e.w.store.MarkLost(e.writeCtx(), e.lease)
+		if err != nil {
+			e.abandon("mark lost attempts", err)
+			return
+		}
+		for _, l := range lost {
+			e.log.Warn("tenure: attempt lost (lease expired while it ran)", "step", l.Step, "attempt", l.Attempt)
+		}
+	}
+	steps, err := e.w.store.Steps(ctx, e.claim.ID)
+	if err != nil {
+		e.abandon("load steps", err)
+		return
+	}
+	e.steps = steps
+	for n, s := range steps {
+		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
+	}
+
+	o := e.invoke(wf)
+	switch {
+	case o.exited:
+		return
+	case o.panic != nil:
+		e.failRun(store.Failure{
+			Reason:       sdk.ReasonPanic,
+			ErrorMessage: fmt.Sprint("workflow panicked: ", o.panic),
+			ErrorType:    fmt.Sprintf("%T", o.panic),
+			ErrorStack:   string(o.stack),
+		})
+	case o.err != nil:
+		e.failRun(e.runFailure(o.err))
+	case len(o.output) > e.w.cfg.MaxPayload:
+		e.failRun(store.Failure{
+			Reason:       sdk.ReasonWorkflowError,
+			ErrorMessage: fmt.Sprintf("workflow output is %d bytes, limit %d: %v", len(o.output), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge),
+			ErrorType:    "tenure.PayloadTooLarge",
+		})
+	default:
+		if err := e.w.store.CompleteRun(e.writeCtx(), e.lease, o.output); err != nil {
+			e.writeFailed("complete run", err)
+			return
+		}
+		e.w.completed.Add(1)
+	}
+}
+
+// invoke runs the workflow function in a goroutine of its own, so that the
+// executor can unwind it with runtime.Goexit, and captures panics.
+func (e *execution) invoke(wf sdk.Definition) outcome {
+	done := make(chan outcome, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			if p := recover(); p != nil {
+				done <- outcome{panic: p, stack: debug.Stack()}
+				return
+			}
+			done <- outcome{exited: true}
+		}()
+		out, err := wf.Invoke(engine.WithExecutor(e.ctx, e), e.claim.Input)
+		returned = true
+		done <- outcome{output: out, err: err}
+	}()
+	return <-done
+}
+
+// runFailure turns the error a workflow returned into its failure row: a
+// step's reason when the error is (or wraps) a step's *sdk.ActivityError,
+// bad_input when the run's input did not decode, else workflow_error.
+func (e *execution) runFailure(err error) store.Failure {
+	f := store.Failure{Reason: sdk.ReasonWorkflowError, ErrorMessage: err.Error(), ErrorType: fmt.Sprintf("%T", err)}
+	var ae *sdk.ActivityError
+	switch {
+	case errors.As(err, &ae):
+		b := e.counts[ae.Step]
+		f.Reason, f.Step, f.Activity = ae.Reason, ae.Step, ae.Activity
+		f.Attempts, f.Errors, f.Rescues = b.attempts, b.errors, b.rescues
+		f.ErrorType = ae.Type
+		if s, ok := e.steps[ae.Step]; ok && ae.Err == nil {
+			f.ErrorMessage = s.ErrorMessage
+		} else {
+			f.ErrorMessage = ae.Message
+		}
+	case errors.Is(err, activities.ErrBadInput):
+		f.Reason = sdk.ReasonBadInput
+	}
+	return f
+}
+
+// failRun ends the run with its failure row.
+func (e *execution) failRun(f store.Failure) {
+	if err := e.w.store.FailRun(e.writeCtx(), e.lease, f); err != nil {
+		e.writeFailed("fail run", err)
+		return
+	}
+	e.w.failed.Add(1)
+	e.log.Info("tenure: run failed", "reason", f.Reason, "step", f.Step, "activity", f.Activity, "error", f.ErrorMessage)
+}
+
+// writeFailed handles a fenced write that did not go through.
+func (e *execution) writeFailed(what string, err error) {
+	if errors.Is(err, store.ErrLeaseLost) || context.Cause(e.ctx) == errLeaseLost {
+		e.lose(what + " rejected by fencing")
+		return
+	}
+	e.abandon(what, err)
+}
+
+// abandon stops working on the run after an infrastructure error. Nothing
+// more is written: the lease expires and the run is rescued, by this worker or
+// another, from what was committed.
+func (e *execution) abandon(what string, err error) {
+	if errors.Is(err, store.ErrLeaseLost) || context.Cause(e.ctx) == errLeaseLost {
+		e.lose(what + " rejected by fencing")
+		return
+	}
+	if context.Cause(e.ctx) == errShutdown {
+		e.release("interrupted while " + what)
+		return
+	}
+	e.log.Error("tenure: abandoning run until its lease expires", "during", what, "error", err)
+}
+
+// release hands the run back to the queue, due at once (shutdown).
+func (e *execution) release(why string) { e.releaseAfter(0, why) }
+
+// releaseAfter hands the run back to the queue, due after delay.
+func (e *execution) releaseAfter(delay time.Duration, why string) {
+	if err := e.w.store.ReleaseRun(e.writeCtx(), e.lease, delay); err != nil {
+		e.writeFailed("release run", err)
+		return
+	}
+	e.w.released.Add(1)
+	e.log.Info("tenure: run handed back", "why", why, "due_in", delay)
+}
+
+// writeCtx is the context of the run's writes: not cancelled by a lost lease
+// or a shutdown, because the writes that record an interruption or hand the
+// run over must still reach the database (fencing keeps them harmless).
+func (e *execution) writeCtx() context.Context { return context.WithoutCancel(e.ctx) }
+
+// exit unwinds the workflow goroutine: the run is suspended, released, failed
+// or lost, and the write that says so is already done (or refused).
+func exit() { goruntime.Goexit() }

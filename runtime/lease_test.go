@@ -1,0 +1,244 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// slowHeartbeat is a worker that will not renew its lease before the test
+// expires it: it stands for a worker that froze or was cut off.
+func (e *env) slowHeartbeat() runtime.Config {
+	cfg := e.config()
+	cfg.LeaseTTL = time.Minute
+	cfg.HeartbeatInterval = 30 * time.Second
+	return cfg
+}
+
+func TestLease_ExpiredWorkerLosesRunAndItsCompletionIsRejected(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	var calls atomic.Int32
+	var firstCtx atomic.Value
+	act := activities.New("work", func(ctx context.Context, x in) (int, error) {
+		if calls.Add(1) == 1 {
+			firstCtx.Store(ctx)
+			g.wait() // frozen past its lease
+			return -1, nil
+		}
+		return x.N, nil
+	})
+	wf := oneStep(act)
+	a := e.worker(e.slowHeartbeat(), wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 7})
+	eventually(t, "first attempt", func() bool { return g.waiting.Load() == 1 })
+
+	e.expireLease(run.ID)
+	b := e.worker(e.config(), wf)
+	out, err := result(t, run)
+	if err != nil || out != 7 {
+		t.Fatalf("Result = %d, %v; want the second worker's 7", out, err)
+	}
+
+	g.release() // the first worker wakes up and tries to complete the step
+	eventually(t, "first worker notices", func() bool { return a.Stats().LeasesLost == 1 })
+	ctx := firstCtx.Load().(context.Context)
+	if !errors.Is(context.Cause(ctx), activities.ErrLeaseLost) {
+		t.Fatalf("first attempt's context cause = %v, want ErrLeaseLost", context.Cause(ctx))
+	}
+	if b.Stats().LeasesLost != 0 {
+		t.Fatal("second worker lost a lease")
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v", got)
+	}
+	h, _ := e.client.History(e.ctx, run.ID)
+	if h[0].Epoch != 1 || h[1].Epoch != 2 || !h[1].Rescue {
+		t.Fatalf("epochs %d,%d rescue %v; want 1, 2 and a rescue", h[0].Epoch, h[1].Epoch, h[1].Rescue)
+	}
+	if o := scalar[int](e, fmt.Sprintf(`SELECT output::int FROM %s.runs WHERE id = $1`, e.schema), run.ID); o != 7 {
+		t.Fatalf("recorded output %d: the stale worker's result was accepted", o)
+	}
+	// The rescue was charged to rescues, not to the retry budget.
+	steps, err := e.store.Steps(e.ctx, run.ID)
+	if err != nil || steps[1].Rescues != 1 || steps[1].Errors != 0 {
+		t.Fatalf("step budgets %+v, %v; want 1 rescue, 0 errors", steps[1], err)
+	}
+}
+
+func TestLease_HeartbeatKeepsALongAttemptOwned(t *testing.T) {
+	e := newEnv(t)
+	act := activities.New("long", func(ctx context.Context, x in) (int, error) {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+			return x.N, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	wf := oneStep(act)
+	cfg := e.config()
+	cfg.LeaseTTL, cfg.HeartbeatInterval = 400*time.Millisecond, 100*time.Millisecond
+	w1 := e.worker(cfg, wf)
+	w2 := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 5})
+	if out, err := result(t, run); err != nil || out != 5 {
+		t.Fatalf("Result = %d, %v", out, err)
+	}
+	if w1.Stats().LeasesLost+w2.Stats().LeasesLost != 0 || e.epoch(run.ID) != 1 {
+		t.Fatalf("lease changed hands during a heartbeated attempt (epoch %d)", e.epoch(run.ID))
+	}
+}
+
+func TestRescue_ChargesMaxRescuesThenQuarantines(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	act := activities.New("poison", func(ctx context.Context, x in) (int, error) {
+		g.wait() // every attempt hangs its worker
+		return 0, nil
+	}, policy.MaxRescues(1), policy.MaxAttempts(1))
+	wf := oneStep(act)
+	cfg := e.slowHeartbeat()
+	cfg.Concurrency = 1 // a hung worker takes no more work, like a dead one
+	e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{})
+	eventually(t, "attempt 1", func() bool { return g.waiting.Load() == 1 })
+	e.expireLease(run.ID)
+	e.worker(cfg, wf) // rescues: attempt 2
+	eventually(t, "attempt 2", func() bool { return g.waiting.Load() == 2 })
+	e.expireLease(run.ID)
+	e.worker(cfg, wf) // finds attempt 2 lost too: budget spent
+
+	_, err := result(t, run)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonRescuesExhausted {
+		t.Fatalf("Result error = %v, want rescues_exhausted", err)
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:lost"}) {
+		t.Fatalf("attempts = %v", got)
+	}
+	fs, _ := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: run.ID})
+	if len(fs) != 1 || fs[0].Rescues != 2 || fs[0].Errors != 0 {
+		t.Fatalf("failure rows %+v; want one with 2 rescues and 0 errors (MaxAttempts 1 untouched)", fs)
+	}
+}
+
+func TestRescue_AtMostOnceStepIsNeverRerun(t *testing.T) {
+	for _, handled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handled=%v", handled), func(t *testing.T) {
+			e := newEnv(t)
+			g := newGate(e)
+			l := newLedger(e)
+			charge := activities.New("charge", func(ctx context.Context, x in) (int, error) {
+				if err := l.record(ctx, activities.IdempotencyKey(ctx)); err != nil {
+					return 0, err
+				}
+				g.wait()
+				return x.N, nil
+			}, policy.AtMostOnce())
+			reconcile := activities.New("reconcile", func(ctx context.Context, x in) (int, error) { return -x.N, nil })
+			wf := sdk.NewWorkflow("pay", func(ctx context.Context, x in) (int, error) {
+				n, err := sdk.Execute(ctx, charge, x)
+				if handled && errors.Is(err, sdk.ErrIndeterminate) {
+					return sdk.Execute(ctx, reconcile, x)
+				}
+				return n, err
+			})
+			e.worker(e.slowHeartbeat(), wf)
+			run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 9})
+			eventually(t, "charge attempt", func() bool { return g.waiting.Load() == 1 })
+			e.expireLease(run.ID)
+			e.worker(e.config(), wf)
+
+			out, err := result(t, run)
+			if handled {
+				if err != nil || out != -9 {
+					t.Fatalf("Result = %d, %v; want the reconcile path's -9", out, err)
+				}
+			} else {
+				var re *sdk.RunError
+				if !errors.As(err, &re) || re.Reason != sdk.ReasonIndeterminate || !errors.Is(err, sdk.ErrIndeterminate) {
+					t.Fatalf("Result error = %v, want indeterminate", err)
+				}
+			}
+			g.release()
+			time.Sleep(50 * time.Millisecond)
+			if n := l.count(run.ID.String() + "/1"); n != 1 {
+				t.Fatalf("charge invoked %d times, want exactly 1", n)
+			}
+			if got := e.statuses(run.ID); got[0] != "1.1:lost" || slices.Contains(got, "1.2:running") || len(got) > 1 && got[1] == "1.2:succeeded" {
+				t.Fatalf("attempts = %v; want the lost attempt and no second charge", got)
+			}
+		})
+	}
+}
+
+func TestRescue_TransactionalStepRerunsAndCommitsOnce(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`CREATE TABLE %s.orders (n int)`, e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	record := activities.NewTx("record-order", func(ctx context.Context, tx pgx.Tx, x in) (int, error) {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.orders VALUES ($1)`, e.schema), x.N); err != nil {
+			return 0, err
+		}
+		if calls.Add(1) == 1 {
+			g.wait() // frozen with its transaction open
+		}
+		return x.N, nil
+	}) // a lost attempt never committed: it is rerun, never indeterminate
+	wf := oneStep(record)
+	a := e.worker(e.slowHeartbeat(), wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 11})
+	eventually(t, "first attempt", func() bool { return g.waiting.Load() == 1 })
+	e.expireLease(run.ID)
+	e.worker(e.config(), wf)
+	if out, err := result(t, run); err != nil || out != 11 {
+		t.Fatalf("Result = %d, %v", out, err)
+	}
+	g.release()
+	eventually(t, "stale worker fenced", func() bool { return a.Stats().LeasesLost == 1 })
+	if n := scalar[int](e, fmt.Sprintf(`SELECT count(*) FROM %s.orders`, e.schema)); n != 1 {
+		t.Fatalf("%d order rows, want exactly 1: the stale transaction must roll back", n)
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v", got)
+	}
+}
+
+func TestRescue_BackstopFailsRunThatCrashesOutsideActivities(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	wf := sdk.NewWorkflow("hangs", func(ctx context.Context, x in) (int, error) {
+		g.wait() // workflow code itself wedges its worker
+		return 0, nil
+	}, sdk.WithMaxRescues(1))
+	cfg := e.slowHeartbeat()
+	cfg.Concurrency = 1
+	e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{})
+	eventually(t, "first hold", func() bool { return g.waiting.Load() == 1 })
+	e.expireLease(run.ID)
+	e.worker(cfg, wf)
+	eventually(t, "second hold", func() bool { return g.waiting.Load() == 2 })
+	e.expireLease(run.ID)
+	e.worker(cfg, wf)
+	_, err := result(t, run)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonRescuesExhausted || re.Step != 0 {
+		t.Fatalf("Result error = %v, want rescues_exhausted with no step", err)
+	}
+}

@@ -1,0 +1,186 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+func TestReplay_CompletedStepsAreNotInvokedAgain(t *testing.T) {
+	e := newEnv(t)
+	var first, second atomic.Int32
+	a := activities.New("first", func(ctx context.Context, x in) (int, error) { first.Add(1); return x.N + 1, nil })
+	b := activities.New("second", flaky(&second, 1, errors.New("not yet")),
+		policy.Constant(300*time.Millisecond), policy.Jitter(policy.NoJitter))
+	wf := sdk.NewWorkflow("two-steps", func(ctx context.Context, x in) (int, error) {
+		n, err := sdk.Execute(ctx, a, x)
+		if err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, b, in{N: n})
+	})
+	cfg := e.config()
+	cfg.MaxInProcessSleep = 10 * time.Millisecond // the retry suspends: step 1 is replayed after it
+	w := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+	if out, err := result(t, run); err != nil || out != 4 {
+		t.Fatalf("Result = %d, %v; want 4", out, err)
+	}
+	if w.Stats().Claimed != 2 || w.Stats().Suspended != 1 {
+		t.Fatalf("stats %+v: want two executions around one suspension", w.Stats())
+	}
+	if first.Load() != 1 || second.Load() != 2 {
+		t.Fatalf("invocations first=%d second=%d; want 1 and 2", first.Load(), second.Load())
+	}
+}
+
+func TestReplay_BudgetsSurviveAWorkerRestart(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	act := activities.New("down", flaky(&calls, 1000, errors.New("down")),
+		policy.MaxAttempts(3), policy.Constant(400*time.Millisecond), policy.Jitter(policy.NoJitter))
+	wf := oneStep(act)
+	cfg := e.config()
+	cfg.MaxInProcessSleep = 10 * time.Millisecond
+
+	w1 := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{})
+	eventually(t, "first error", func() bool { return calls.Load() == 1 })
+	eventually(t, "suspension", func() bool { return w1.Stats().Suspended == 1 })
+	stop(t, w1, time.Second)
+
+	e.worker(cfg, wf) // a new process: the budget continues from the history
+	_, err := result(t, run)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonRetriesExhausted {
+		t.Fatalf("Result error = %v, want retries_exhausted", err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("invocations = %d across two workers, want MaxAttempts = 3", calls.Load())
+	}
+}
+
+func TestReplay_ChangedActivityAtARecordedStepIsNondeterminism(t *testing.T) {
+	e := newEnv(t)
+	var version atomic.Int32
+	var calls atomic.Int32
+	a := activities.New("a", flaky(&calls, 1, errors.New("later")), policy.Constant(200*time.Millisecond), policy.Jitter(policy.NoJitter))
+	b := activities.New("b", func(ctx context.Context, x in) (int, error) { return x.N, nil })
+	wf := sdk.NewWorkflow("changes", func(ctx context.Context, x in) (int, error) {
+		if version.Load() == 0 {
+			return sdk.Execute(ctx, a, x)
+		}
+		return sdk.Execute(ctx, b, x) // a deploy changed step 1
+	})
+	cfg := e.config()
+	cfg.MaxInProcessSleep = 10 * time.Millisecond
+	w := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+	eventually(t, "suspension", func() bool { return w.Stats().Suspended == 1 })
+	version.Store(1)
+	_, err := result(t, run)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonNondeterminism || re.Step != 1 || !strings.Contains(re.Message, `"a"`) {
+		t.Fatalf("Result error = %v, want nondeterminism at step 1", err)
+	}
+}
+
+func TestPanic_InActivityAndWorkflowIsCapturedWithStack(t *testing.T) {
+	e := newEnv(t)
+	boom := activities.New("boom", func(ctx context.Context, x in) (int, error) { panic("nil map somewhere") }, policy.MaxAttempts(5))
+	wfActivity := sdk.NewWorkflow("activity-panics", func(ctx context.Context, x in) (int, error) { return sdk.Execute(ctx, boom, x) })
+	wfItself := sdk.NewWorkflow("workflow-panics", func(ctx context.Context, x in) (int, error) { panic("workflow bug") })
+	e.worker(e.config(), wfActivity, wfItself)
+
+	r1, _ := sdk.Start(e.ctx, e.client, wfActivity, in{})
+	r2, _ := sdk.Start(e.ctx, e.client, wfItself, in{})
+	for _, r := range []*sdk.Run[int]{r1, r2} {
+		_, err := result(t, r)
+		var re *sdk.RunError
+		if !errors.As(err, &re) || re.Reason != sdk.ReasonPanic {
+			t.Fatalf("Result error = %v, want panic", err)
+		}
+		fs, _ := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: r.ID})
+		if len(fs) != 1 || (r == r2 && !strings.Contains(fs[0].ErrorStack, "goroutine")) {
+			t.Fatalf("failure rows %+v: want one, with the workflow's stack", fs)
+		}
+	}
+	h, _ := e.client.History(e.ctx, r1.ID)
+	if len(h) != 1 || h[0].ErrorType != "panic" || !strings.Contains(h[0].ErrorStack, "replay_test.go") {
+		t.Fatalf("activity panic attempts %+v: want one attempt with the stack (a panic is not retried)", h)
+	}
+}
+
+func TestShutdown_InterruptsAttemptChargesNoBudgetAndHandsOver(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	act := activities.New("long", func(ctx context.Context, x in) (int, error) {
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // honours cancellation at the end of the drain
+			return 0, context.Cause(ctx)
+		}
+		return x.N, nil
+	}, policy.MaxAttempts(1), policy.MaxRescues(0))
+	wf := oneStep(act)
+	w1 := e.worker(e.config(), wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 6})
+	eventually(t, "attempt", func() bool { return calls.Load() == 1 })
+	stop(t, w1, 200*time.Millisecond)
+	if s := e.runStatus(run.ID); s != "queued" {
+		t.Fatalf("after shutdown the run is %q, want queued for another worker", s)
+	}
+	h, _ := e.client.History(e.ctx, run.ID)
+	if len(h) != 1 || h[0].Status != "interrupted" || !strings.Contains(h[0].ErrorMessage, "shutting down") {
+		t.Fatalf("attempts %+v, want one interrupted", h)
+	}
+
+	e.worker(e.config(), wf)
+	// MaxAttempts 1 and MaxRescues 0: only a free interruption lets it finish.
+	if out, err := result(t, run); err != nil || out != 6 {
+		t.Fatalf("Result = %d, %v", out, err)
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:interrupted", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v", got)
+	}
+}
+
+func TestShutdown_DrainLetsAttemptsFinish(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	a := activities.New("short", func(ctx context.Context, x in) (int, error) {
+		calls.Add(1)
+		time.Sleep(200 * time.Millisecond)
+		return x.N, nil
+	})
+	b := activities.New("next", func(ctx context.Context, x in) (int, error) { return x.N * 10, nil })
+	wf := sdk.NewWorkflow("two", func(ctx context.Context, x in) (int, error) {
+		n, err := sdk.Execute(ctx, a, x)
+		if err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, b, in{N: n})
+	})
+	w1 := e.worker(e.config(), wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 2})
+	eventually(t, "attempt", func() bool { return calls.Load() == 1 })
+	stop(t, w1, 5*time.Second)
+	// Step 1 finished during the drain; step 2 was left for another worker.
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:succeeded"}) || e.runStatus(run.ID) != "queued" {
+		t.Fatalf("after drain: attempts %v, status %s", got, e.runStatus(run.ID))
+	}
+	e.worker(e.config(), wf)
+	if out, err := result(t, run); err != nil || out != 20 {
+		t.Fatalf("Result = %d, %v", out, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("step 1 invoked %d times", calls.Load())
+	}
+}

@@ -1,0 +1,324 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// Step implements engine.Executor: it runs or replays the next step of the
+// run. It is called on the workflow goroutine, and may end that goroutine
+// (runtime.Goexit) when the run must unwind.
+func (e *execution) Step(ctx context.Context, act activities.Definition, input []byte, opts []policy.Option) ([]byte, error) {
+	e.nextStep++
+	n := e.nextStep
+	rec, seen := e.steps[n]
+	if seen && rec.Activity != act.Name() {
+		e.failRun(store.Failure{
+			Reason:       sdk.ReasonNondeterminism,
+			Step:         n,
+			Activity:     act.Name(),
+			ErrorMessage: fmt.Sprintf("step %d was recorded as activity %q but the workflow now calls %q: workflow code changed or is not deterministic", n, rec.Activity, act.Name()),
+			ErrorType:    "tenure.Nondeterminism",
+		})
+		exit()
+	}
+	if seen && rec.Status == "completed" {
+		return rec.Output, nil
+	}
+	if seen && rec.Status == "failed" {
+		return nil, &sdk.ActivityError{Activity: rec.Activity, Step: n, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
+	}
+	pol, err := policy.Resolve(e.w.cfg.Defaults, act.Options(), opts)
+	if err == nil && pol.AtMostOnce && act.Transactional() {
+		err = activities.ErrAtMostOnceTx
+	}
+	if err != nil {
+		return nil, fmt.Errorf("activity %q (step %d): %w", act.Name(), n, err)
+	}
+	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec}
+	return s.run(ctx)
+}
+
+// stepRun is the attempt loop of one step.
+type stepRun struct {
+	e     *execution
+	n     int
+	act   activities.Definition
+	input []byte
+	pol   policy.Retry
+	rec   store.Step // zero for a new step
+
+	policyJSON []byte
+	attempt    int
+	b          budget
+	lastDelay  time.Duration
+}
+
+func (s *stepRun) run(ctx context.Context) ([]byte, error) {
+	var err error
+	if s.policyJSON, err = json.Marshal(s.pol); err != nil {
+		return nil, fmt.Errorf("activity %q (step %d): encode policy: %w", s.act.Name(), s.n, err)
+	}
+	s.attempt = s.rec.LastAttempt
+	s.b = budget{attempts: s.rec.LastAttempt - s.rec.BudgetFrom, errors: s.rec.Errors, rescues: s.rec.Rescues}
+	s.lastDelay = s.rec.LastDelay
+	s.e.counts[s.n] = s.b
+
+	rescue := false
+	switch s.rec.LastStatus {
+	case "lost":
+		// The last attempt's outcome is unknown.
+		if s.pol.AtMostOnce {
+			return nil, s.giveUp(sdk.ReasonIndeterminate, "attempt lost: the worker died, froze or was cut off while it ran; at-most-once: not run again", "tenure.Indeterminate", nil)
+		}
+		if !s.pol.DecideRescue(s.b.rescues) {
+			return nil, s.giveUp(sdk.ReasonRescuesExhausted, fmt.Sprintf("%d attempts lost, budget MaxRescues=%d", s.b.rescues, s.pol.MaxRescues), "tenure.RescuesExhausted", nil)
+		}
+		rescue = true
+	case "failed", "timed_out":
+		// A restart between an error and its retry: the budget still holds
+		// unless the policy shrank meanwhile.
+		if s.b.errors >= s.pol.MaxAttempts {
+			return nil, s.giveUp(sdk.ReasonRetriesExhausted, fmt.Sprintf("%d attempts failed, budget MaxAttempts=%d", s.b.errors, s.pol.MaxAttempts), "tenure.RetriesExhausted", nil)
+		}
+	}
+
+	for {
+		if s.e.w.draining.Load() {
+			s.e.release("shutdown before the next attempt")
+			exit()
+		}
+		out, err := s.try(ctx, rescue)
+		if err == nil {
+			return out, nil
+		}
+		var ae *sdk.ActivityError
+		if errors.As(err, &ae) {
+			return nil, err
+		}
+		rescue = false
+	}
+}
+
+// try makes one attempt. It returns the output, an *sdk.ActivityError when
+// the step gave up, or errRetry after sleeping the delay before the next one.
+func (s *stepRun) try(ctx context.Context, rescue bool) ([]byte, error) {
+	e := s.e
+	s.attempt++
+	elapsed, err := e.w.store.StartAttempt(e.writeCtx(), e.lease, store.AttemptStart{
+		Step: s.n, Attempt: s.attempt, Activity: s.act.Name(), Policy: s.policyJSON,
+		Rescue: rescue, Worker: e.w.cfg.Label,
+	})
+	if err != nil {
+		e.abandon("start attempt", err)
+		exit()
+	}
+	e.w.attempts.Add(1)
+	s.b.attempts++
+	s.e.counts[s.n] = s.b
+	timeout, ok := s.pol.TimeoutAt(elapsed)
+	if !ok {
+		const msg = "not invoked: the step's deadline passed before this attempt could start"
+		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: "failed", ErrorMessage: msg})
+	}
+
+	began := time.Now()
+	out, stack, callErr := s.invoke(ctx, rescue, timeout)
+	ran := time.Since(began)
+
+	if callErr == nil {
+		if len(out) > e.w.cfg.MaxPayload {
+			callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
+		} else {
+			return out, nil
+		}
+	}
+	switch context.Cause(e.ctx) {
+	case errLeaseLost:
+		e.lose("attempt ended after the lease was lost")
+		exit()
+	case errShutdown:
+		s.end(store.AttemptEnd{Status: "interrupted", ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
+		e.release("attempt interrupted by shutdown")
+		exit()
+	}
+
+	status := "failed"
+	if errors.Is(callErr, context.DeadlineExceeded) && timeout > 0 && ran >= timeout {
+		status = "timed_out"
+	}
+	if stack != nil {
+		return nil, s.giveUp(sdk.ReasonPanic, callErr.Error(), "panic", &store.AttemptEnd{
+			Status: status, ErrorMessage: callErr.Error(), ErrorType: "panic", ErrorStack: string(stack),
+		})
+	}
+	s.b.errors++
+	s.e.counts[s.n] = s.b
+	d := s.pol.Decide(policy.History{
+		Attempt: s.attempt, Errors: s.b.errors, Rescues: s.b.rescues,
+		Elapsed: elapsed + ran, LastDelay: s.lastDelay, Err: callErr,
+		Seed: policy.Seed(e.claim.ID.String(), s.n, s.attempt),
+	})
+	end := store.AttemptEnd{Status: status, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)}
+	if !d.Retry {
+		return nil, s.giveUp(string(d.Reason), callErr.Error(), typeName(callErr), &end, callErr)
+	}
+	end.Delay, end.DelaySource = &d.Delay, string(d.Source)
+	s.end(end)
+	s.lastDelay = d.Delay
+	s.wait(ctx, d.Delay)
+	return nil, errRetry
+}
+
+// errRetry tells the attempt loop to go round again.
+var errRetry = errors.New("retry")
+
+// invoke calls the activity once under the attempt's context and timeout (0: none),
+// inside a transaction for a transactional activity, turning a panic into an
+// error with its stack.
+func (s *stepRun) invoke(ctx context.Context, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
+	e := s.e
+	actx := activities.WithInfo(ctx, activities.Info{
+		RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: s.act.Name(), Step: s.n,
+		Attempt: s.attempt, Rescue: rescue, Errors: s.b.errors, Rescues: s.b.rescues,
+		MaxAttempts: s.pol.MaxAttempts, MaxRescues: s.pol.MaxRescues, Epoch: e.lease.Epoch, Worker: e.w.cfg.Label,
+	})
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(actx, timeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			out, stack, err = nil, debug.Stack(), fmt.Errorf("activity %q panicked: %v", s.act.Name(), p)
+		}
+	}()
+	if !s.act.Transactional() {
+		out, err = s.act.Invoke(actx, nil, s.input)
+		if err == nil {
+			err = e.w.store.CompleteStep(e.writeCtx(), e.w.store.Pool(), e.lease, s.n, s.attempt, out)
+			if err != nil {
+				e.writeFailed("complete step", err)
+				exit()
+			}
+		}
+		return out, nil, err
+	}
+	out, err = s.invokeTx(actx)
+	return out, nil, err
+}
+
+// invokeTx runs a transactional activity: its writes and the step's
+// checkpoint commit in one transaction, which the fenced checkpoint rolls
+// back when the lease was lost.
+func (s *stepRun) invokeTx(actx context.Context) ([]byte, error) {
+	e := s.e
+	tx, err := e.w.store.Pool().Begin(actx)
+	if err != nil {
+		return nil, fmt.Errorf("begin step transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(actx)) }() // no-op after commit
+	out, err := s.act.Invoke(actx, tx, s.input)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > e.w.cfg.MaxPayload {
+		return out, nil // the caller turns this into a permanent error; rollback by defer
+	}
+	if err := e.w.store.CompleteStep(actx, tx, e.lease, s.n, s.attempt, out); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			e.lose("transactional step refused by fencing")
+			exit()
+		}
+		return nil, fmt.Errorf("checkpoint in step transaction: %w", err)
+	}
+	if err := tx.Commit(actx); err != nil {
+		return nil, fmt.Errorf("commit step transaction: %w", err)
+	}
+	return out, nil
+}
+
+// end closes the current attempt without success.
+func (s *stepRun) end(a store.AttemptEnd) {
+	a.Step, a.Attempt = s.n, s.attempt
+	if err := s.e.w.store.EndAttempt(s.e.writeCtx(), s.e.lease, a); err != nil {
+		s.e.writeFailed("end attempt", err)
+		exit()
+	}
+}
+
+// giveUp records that the step gave up and returns the error the workflow
+// sees. end closes the current attempt too, when it is still open.
+func (s *stepRun) giveUp(reason, msg, typ string, end *store.AttemptEnd, cause ...error) error {
+	if end != nil {
+		end.Step, end.Attempt = s.n, s.attempt
+	}
+	err := s.e.w.store.FailStep(s.e.writeCtx(), s.e.lease, store.StepFailure{
+		Step: s.n, Reason: reason, ErrorMessage: msg, ErrorType: typ, End: end,
+	})
+	if err != nil {
+		s.e.writeFailed("fail step", err)
+		exit()
+	}
+	ae := &sdk.ActivityError{Activity: s.act.Name(), Step: s.n, Reason: reason, Message: msg, Type: typ}
+	if len(cause) > 0 {
+		ae.Err = cause[0]
+	}
+	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: "failed", Reason: reason, ErrorMessage: msg, ErrorType: typ}
+	return ae
+}
+
+// wait sleeps the retry delay with the lease held, or suspends the run
+// durably when the delay is longer than MaxInProcessSleep.
+func (s *stepRun) wait(ctx context.Context, d time.Duration) {
+	e := s.e
+	if d > e.w.cfg.MaxInProcessSleep {
+		if err := e.w.store.ReleaseRun(e.writeCtx(), e.lease, d); err != nil {
+			e.writeFailed("suspend run", err)
+			exit()
+		}
+		e.w.suspended.Add(1)
+		exit()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	began := time.Now()
+	select {
+	case <-timer.C:
+	case <-e.w.stopClaim:
+		// Draining: hand the run over now rather than hold the shutdown.
+		e.releaseAfter(max(d-time.Since(began), 0), "shutdown during a retry delay")
+		exit()
+	case <-ctx.Done():
+		if context.Cause(ctx) == errShutdown {
+			// Hand the run over with what is left of the delay.
+			e.releaseAfter(max(d-time.Since(began), 0), "interrupted during a retry delay")
+			exit()
+		}
+		e.lose("lease lost during the retry delay")
+		exit()
+	}
+}
+
+// typeName is the Go type of the error a user would match on: wrappers that
+// only add context (fmt.Errorf with %w, policy's markers) are looked through.
+func typeName(err error) string {
+	for {
+		t := fmt.Sprintf("%T", err)
+		inner := errors.Unwrap(err)
+		if inner == nil || !(t == "*fmt.wrapError" || strings.HasPrefix(t, "*policy.") || strings.HasPrefix(t, "policy.")) {
+			return t
+		}
+		err = inner
+	}
+}

@@ -1,0 +1,368 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// The cancellation causes of a run's context.
+var (
+	errShutdown  = activities.ErrWorkerShutdown
+	errLeaseLost = activities.ErrLeaseLost
+)
+
+// ErrAlreadyRunning is returned by Run when the worker is already running, and
+// by Register after Run started.
+var ErrAlreadyRunning = errors.New("worker already running")
+
+// Stats counts what a worker did since it was created.
+type Stats struct {
+	Claimed    int64 // leases taken (new runs, resumptions and rescues)
+	Completed  int64 // runs completed
+	Failed     int64 // runs failed (each has a failure row)
+	Suspended  int64 // runs released with a durable delay
+	Released   int64 // runs handed back at shutdown
+	LeasesLost int64 // runs abandoned because their lease moved on
+	Attempts   int64 // activity attempts started
+}
+
+// Worker claims and executes runs of the workflows registered on it.
+// Create it with NewWorker, register workflows, then call Run.
+type Worker struct {
+	cfg   Config
+	store *store.Store
+	err   error
+
+	mu        sync.Mutex
+	workflows map[string]sdk.Definition
+	running   map[uuid.UUID]*execution
+	started   bool
+
+	wake      chan struct{} // a slot freed or a run was announced
+	stopClaim chan struct{} // closed when the worker stops taking new runs
+	stopOnce  sync.Once
+	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
+	draining  atomic.Bool
+	done      chan struct{} // closed when Run has returned
+	runs      sync.WaitGroup
+
+	claimed, completed, failed, suspended, released, leasesLost, attempts atomic.Int64
+}
+
+// NewWorker returns a worker on pool. A configuration error is returned by
+// Run (and Register).
+func NewWorker(pool *pgxpool.Pool, cfg Config) *Worker {
+	w := &Worker{
+		workflows: map[string]sdk.Definition{},
+		running:   map[uuid.UUID]*execution{},
+		wake:      make(chan struct{}, 1),
+		stopClaim: make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	w.cfg, w.err = cfg.withDefaults()
+	if w.err == nil {
+		w.store, w.err = store.New(pool, store.WithSchema(w.cfg.Schema))
+	}
+	return w
+}
+
+// Label returns the worker's label.
+func (w *Worker) Label() string { return w.cfg.Label }
+
+// Register adds workflows the worker executes. Only runs of registered
+// workflows are claimed: a run of a workflow no worker knows waits, queued
+// and visible in SQL. Registering twice the same name, or after Run started,
+// is an error.
+func (w *Worker) Register(defs ...sdk.Definition) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return fmt.Errorf("register: %w", ErrAlreadyRunning)
+	}
+	for _, d := range defs {
+		if _, dup := w.workflows[d.Name()]; dup {
+			return fmt.Errorf("register: workflow %q registered twice", d.Name())
+		}
+		w.workflows[d.Name()] = d
+	}
+	return nil
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{
+		Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),
+		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(),
+		Attempts: w.attempts.Load(),
+	}
+}
+
+// Run claims and executes runs until ctx ends or Shutdown is called, and
+// returns when every run it held is finished or handed back. When ctx ends,
+// running attempts are interrupted at once (use Shutdown to drain first).
+func (w *Worker) Run(ctx context.Context) error {
+	if w.err != nil {
+		return w.err
+	}
+	names, err := w.start()
+	if err != nil {
+		return err
+	}
+	defer close(w.done)
+	if err := w.store.Check(ctx); err != nil {
+		w.stop()
+		return err
+	}
+
+	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer interrupt(nil)
+	w.mu.Lock()
+	w.interrupt = interrupt
+	w.mu.Unlock()
+
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Go(func() { w.listen(loops) })
+	bg.Go(func() { w.heartbeat(loops) })
+
+	w.claimLoop(ctx, base, names)
+	if ctx.Err() != nil {
+		interrupt(errShutdown)
+	}
+	w.runs.Wait() // the heartbeat keeps renewing leases while runs finish
+	stopLoops()
+	bg.Wait()
+	return nil
+}
+
+func (w *Worker) start() ([]string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil, ErrAlreadyRunning
+	}
+	if len(w.workflows) == 0 {
+		return nil, errors.New("runtime: no workflows registered")
+	}
+	w.started = true
+	names := make([]string, 0, len(w.workflows))
+	for n := range w.workflows {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (w *Worker) stop() {
+	w.stopOnce.Do(func() {
+		w.draining.Store(true)
+		close(w.stopClaim)
+	})
+}
+
+// Shutdown stops claiming, lets running attempts finish until ctx ends, then
+// interrupts the rest: their attempts are recorded interrupted (charged to no
+// budget) and their runs released for another worker. A run whose attempt
+// finishes during the drain is released before its next attempt. Shutdown
+// returns when Run has returned, with ctx's error if the drain was cut short.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	started := w.started
+	w.mu.Unlock()
+	if !started {
+		return nil
+	}
+	w.stop()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	interrupt := w.interrupt
+	w.mu.Unlock()
+	if interrupt != nil {
+		interrupt(errShutdown)
+	}
+	<-w.done
+	return ctx.Err()
+}
+
+// signal wakes the claim loop without blocking.
+func (w *Worker) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// claimLoop claims runs while there are free slots, until stopped.
+func (w *Worker) claimLoop(ctx, base context.Context, names []string) {
+	ticker := time.NewTicker(w.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		full := w.claimOnce(ctx, base, names)
+		if full {
+			continue // a full batch: more may be due
+		}
+		select {
+		case <-ctx.Done():
+			w.stop()
+			return
+		case <-w.stopClaim:
+			return
+		case <-w.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// claimOnce fills free slots; it reports whether it got as many runs as it
+// asked for.
+func (w *Worker) claimOnce(ctx, base context.Context, names []string) bool {
+	if w.draining.Load() || ctx.Err() != nil {
+		return false
+	}
+	w.mu.Lock()
+	free := w.cfg.Concurrency - len(w.running)
+	w.mu.Unlock()
+	if free <= 0 {
+		return false
+	}
+	began := time.Now()
+	claimed, err := w.store.Claim(ctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Logger.Error("tenure: claim runs", "worker", w.cfg.Label, "error", err)
+		}
+		return false
+	}
+	for _, c := range claimed {
+		w.claimed.Add(1)
+		e := w.newExecution(base, c, began)
+		w.mu.Lock()
+		w.running[c.ID] = e
+		w.mu.Unlock()
+		w.runs.Go(func() {
+			defer func() {
+				w.mu.Lock()
+				delete(w.running, c.ID)
+				w.mu.Unlock()
+				w.signal()
+			}()
+			e.run()
+		})
+	}
+	return len(claimed) == free
+}
+
+// listen wakes the claim loop when a run is announced, reconnecting as needed.
+func (w *Worker) listen(ctx context.Context) {
+	channel := pgx.Identifier{w.store.RunsChannel()}.Sanitize()
+	for ctx.Err() == nil {
+		err := w.listenOnce(ctx, channel)
+		if ctx.Err() != nil {
+			return
+		}
+		w.cfg.Logger.Warn("tenure: run notifications lost, polling until reconnected", "worker", w.cfg.Label, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.cfg.PollInterval):
+		}
+	}
+}
+
+func (w *Worker) listenOnce(ctx context.Context, channel string) error {
+	conn, err := w.store.Pool().Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection is never returned to the pool in a listening state.
+	defer func() {
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return err
+	}
+	w.signal() // anything announced before LISTEN took effect
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			return err
+		}
+		w.signal()
+	}
+}
+
+// heartbeat renews every held lease in one statement per interval, and stops
+// the runs whose lease is gone, or whose lease it could not renew in time.
+func (w *Worker) heartbeat(ctx context.Context) {
+	ticker := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		w.mu.Lock()
+		held := make([]*execution, 0, len(w.running))
+		for _, e := range w.running {
+			held = append(held, e)
+		}
+		w.mu.Unlock()
+		if len(held) == 0 {
+			continue
+		}
+		leases := make([]store.Lease, len(held))
+		for i, e := range held {
+			leases[i] = e.lease
+		}
+		began := time.Now()
+		renewed, err := w.store.Renew(ctx, leases, w.cfg.LeaseTTL)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.cfg.Logger.Error("tenure: renew leases", "worker", w.cfg.Label, "error", err)
+			// Without a renewal the lease may expire: stop what can no
+			// longer be ours. Durations on our own clock, never compared
+			// with the database's.
+			for _, e := range held {
+				if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
+					e.lose("lease not renewed within its TTL")
+				}
+			}
+			continue
+		}
+		for _, e := range held {
+			if renewed[e.lease] {
+				e.renewed(began)
+			} else {
+				e.lose("heartbeat found the lease taken or the run cancelled")
+			}
+		}
+	}
+}
+
+func (w *Worker) workflowFor(name string) sdk.Definition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.workflows[name]
+}

@@ -1,0 +1,115 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/store"
+)
+
+// Client starts runs and inspects them: Start, StartTx, Result, Cancel,
+// Requeue, History and Failures. It is safe for concurrent use.
+type Client struct {
+	store      *store.Store
+	err        error // a configuration error, returned by every call
+	maxPayload int
+	poll       time.Duration
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*clientOptions)
+
+type clientOptions struct {
+	schema     string
+	maxPayload int
+	poll       time.Duration
+}
+
+// WithSchema names the schema Tenure's tables live in (default "tenure"). It
+// must match the workers' and the migration's.
+func WithSchema(name string) ClientOption { return func(o *clientOptions) { o.schema = name } }
+
+// WithMaxPayload sets the largest input, in bytes of JSON, that Start accepts
+// (default DefaultMaxPayload).
+func WithMaxPayload(n int) ClientOption { return func(o *clientOptions) { o.maxPayload = n } }
+
+// WithPollInterval sets how often Result re-reads a run when no notification
+// arrives (default 1s): the fallback for a lost LISTEN connection.
+func WithPollInterval(d time.Duration) ClientOption { return func(o *clientOptions) { o.poll = d } }
+
+// NewClient returns a client on pool. A configuration error (an invalid
+// schema name) is returned by every call of the client.
+func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
+	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	st, err := store.New(pool, store.WithSchema(o.schema))
+	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll}
+	if err == nil && (o.maxPayload <= 0 || o.poll <= 0) {
+		c.err = fmt.Errorf("sdk.NewClient: max payload (%d) and poll interval (%s) must be positive", o.maxPayload, o.poll)
+	}
+	return c
+}
+
+// ready checks configuration and, once, the schema.
+func (c *Client) ready(ctx context.Context) error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.store.Check(ctx)
+}
+
+// Cancel ends a queued or running run as cancelled. A worker running it loses
+// its lease at its next write or heartbeat and stops; an attempt in flight is
+// recorded as interrupted. Cancelling a finished run returns store.ErrFinished.
+func (c *Client) Cancel(ctx context.Context, runID uuid.UUID) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	return c.store.CancelRun(ctx, runID)
+}
+
+// Requeue puts a failed run back in the queue. The run keeps its ID and its
+// history; the step that failed gets a fresh budget; the failure row is
+// marked requeued (time and count) and stays as history. Requeueing a run
+// that is not failed returns store.ErrNotFailed.
+//
+// Requeueing a run that failed as indeterminate invokes the at-most-once
+// activity again: do it once you know its effect did not happen.
+func (c *Client) Requeue(ctx context.Context, runID uuid.UUID) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	return c.store.RequeueRun(ctx, runID)
+}
+
+// Attempt is one attempt of a step, as recorded in the history.
+type Attempt = store.Attempt
+
+// FailureRow is one row of the failure table.
+type FailureRow = store.FailureRow
+
+// FailureFilter selects failure rows; zero fields match all.
+type FailureFilter = store.FailureFilter
+
+// History returns every attempt of a run, in order of step and attempt.
+func (c *Client) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
+	return c.store.Attempts(ctx, runID)
+}
+
+// Failures lists failure rows matching f, newest first; by default only the
+// open ones (not requeued).
+func (c *Client) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
+	return c.store.Failures(ctx, f)
+}

@@ -1,0 +1,94 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Failure reasons, as recorded in the failure table and on failed steps.
+const (
+	ReasonRetriesExhausted = "retries_exhausted" // MaxAttempts attempts ended in an error
+	ReasonRescuesExhausted = "rescues_exhausted" // more attempts were lost than MaxRescues allows
+	ReasonNonRetryable     = "non_retryable"     // a permanent error, or RetryIf said no
+	ReasonIndeterminate    = "indeterminate"     // an at-most-once attempt was lost: did it run?
+	ReasonDeadline         = "deadline_exceeded" // no attempt could start before the step's deadline
+	ReasonNondeterminism   = "nondeterminism"    // replay called a different activity at a recorded step
+	ReasonPanic            = "panic"             // an activity or the workflow panicked
+	ReasonWorkflowError    = "workflow_error"    // the workflow returned an error of its own
+	ReasonBadInput         = "bad_input"         // the run's input does not decode
+)
+
+// ErrIndeterminate means an attempt of an at-most-once activity was lost: the
+// worker died, froze or was cut off while it ran, so nobody knows whether its
+// effect happened. Tenure never invokes it again; the workflow may reconcile
+// with the remote system. Match with errors.Is.
+var ErrIndeterminate = errors.New("indeterminate: an at-most-once attempt was lost and is not rerun")
+
+// ErrCancelled is returned by Result for a run that was cancelled.
+var ErrCancelled = errors.New("run cancelled")
+
+// ErrNotInWorkflow is returned by Execute called outside a workflow run.
+var ErrNotInWorkflow = errors.New("sdk.Execute called outside a workflow run")
+
+// ErrPayloadTooLarge is returned when an input or output exceeds the payload
+// limit (DefaultMaxPayload unless configured).
+var ErrPayloadTooLarge = errors.New("payload too large")
+
+// ErrUnknownWorkflow is returned for a run ID whose workflow differs from the
+// one the caller named.
+var ErrUnknownWorkflow = errors.New("run belongs to another workflow")
+
+// DefaultMaxPayload is the largest input or output, in bytes of JSON, that
+// Tenure stores: 1 MiB. Larger payloads belong in object storage, with their
+// key in the payload.
+const DefaultMaxPayload = 1 << 20
+
+// ActivityError is the error Execute returns when a step gave up. Err is the
+// error of the last attempt when it happened in this process; on replay only
+// its message and type survive (Message, Type).
+type ActivityError struct {
+	Activity string
+	Step     int
+	Reason   string // a Reason* constant
+	Message  string // the last error's message
+	Type     string // the last error's Go type
+	Err      error
+}
+
+func (e *ActivityError) Error() string {
+	return fmt.Sprintf("activity %q (step %d) gave up: %s: %s", e.Activity, e.Step, e.Reason, e.Message)
+}
+
+// Unwrap returns the last attempt's error, when known.
+func (e *ActivityError) Unwrap() error { return e.Err }
+
+// Is reports whether e is ErrIndeterminate (reason indeterminate).
+func (e *ActivityError) Is(target error) bool {
+	return target == ErrIndeterminate && e.Reason == ReasonIndeterminate
+}
+
+// RunError is the error Result returns for a failed run: the failure row's
+// reason, step and last error.
+type RunError struct {
+	RunID    uuid.UUID
+	Workflow string
+	Reason   string // a Reason* constant
+	Step     int    // 0 when the workflow itself failed
+	Activity string
+	Message  string
+	Type     string
+}
+
+func (e *RunError) Error() string {
+	if e.Step > 0 {
+		return fmt.Sprintf("run %s (%s) failed: %s at step %d (%s): %s", e.RunID, e.Workflow, e.Reason, e.Step, e.Activity, e.Message)
+	}
+	return fmt.Sprintf("run %s (%s) failed: %s: %s", e.RunID, e.Workflow, e.Reason, e.Message)
+}
+
+// Is reports whether e is ErrIndeterminate (reason indeterminate).
+func (e *RunError) Is(target error) bool {
+	return target == ErrIndeterminate && e.Reason == ReasonIndeterminate
+}

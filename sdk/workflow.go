@@ -1,0 +1,114 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/engine"
+	"github.com/tenurehq/tenure/policy"
+)
+
+// Workflow is a registered workflow function taking In and returning Out.
+// Its calls to activities (through Execute) are durable: each is a step,
+// checkpointed in Postgres, and a run that is resumed replays completed steps
+// from their records instead of invoking them again.
+//
+// Workflow code must be deterministic in the order and names of the
+// activities it calls, given its input and the results of earlier steps: do
+// side effects, clocks and randomness inside activities.
+type Workflow[In, Out any] struct {
+	name       string
+	fn         func(context.Context, In) (Out, error)
+	maxRescues int
+}
+
+// WorkflowOption configures a workflow at declaration.
+type WorkflowOption func(*workflowOptions)
+
+type workflowOptions struct{ maxRescues int }
+
+// WithMaxRescues sets the workflow's backstop crash budget: how many times in
+// a row its lease may be reclaimed with no attempt started in between (a crash
+// in workflow code or the SDK itself, outside any activity) before the run
+// fails with reason rescues_exhausted. Default policy.DefaultMaxRescues.
+func WithMaxRescues(n int) WorkflowOption {
+	return func(o *workflowOptions) { o.maxRescues = n }
+}
+
+// NewWorkflow declares a workflow. It panics on an empty name, a nil function
+// or a negative rescue budget, at declaration, not when a run executes.
+func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, error), opts ...WorkflowOption) *Workflow[In, Out] {
+	o := workflowOptions{maxRescues: policy.DefaultMaxRescues}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case name == "":
+		panic("sdk.NewWorkflow: empty name")
+	case fn == nil:
+		panic(fmt.Sprintf("sdk.NewWorkflow(%q): nil function", name))
+	case o.maxRescues < 0:
+		panic(fmt.Sprintf("sdk.NewWorkflow(%q): negative MaxRescues %d", name, o.maxRescues))
+	}
+	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues}
+}
+
+// Name returns the workflow's registered name.
+func (w *Workflow[In, Out]) Name() string { return w.name }
+
+// MaxRescues returns the workflow's backstop crash budget (see WithMaxRescues).
+func (w *Workflow[In, Out]) MaxRescues() int { return w.maxRescues }
+
+// Invoke decodes a JSON input, calls the workflow function and encodes its
+// output. The runtime calls it; application code calls Start instead. An
+// input that does not decode returns an error wrapping activities.ErrBadInput.
+func (w *Workflow[In, Out]) Invoke(ctx context.Context, input []byte) ([]byte, error) {
+	var in In
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, fmt.Errorf("workflow %q: %w: %w", w.name, activities.ErrBadInput, err)
+	}
+	out, err := w.fn(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// Definition is a workflow with its types erased, as a worker registers it.
+// *Workflow implements it.
+type Definition interface {
+	Name() string
+	MaxRescues() int
+	Invoke(ctx context.Context, input []byte) ([]byte, error)
+}
+
+// Execute runs activity act as the next step of the current run and returns
+// its output. Options given here override the activity's defaults for this
+// call (call option > activity default > worker default > package default).
+//
+// When the step already completed in an earlier execution of the run, Execute
+// returns the recorded output without invoking act. When the step gives up it
+// returns an *ActivityError with the reason (errors.Is(err, ErrIndeterminate)
+// for a lost at-most-once attempt). An invalid per-call policy is returned as
+// a *policy.ValidationError before anything runs.
+func Execute[In, Out any](ctx context.Context, act *activities.Activity[In, Out], in In, opts ...policy.Option) (Out, error) {
+	var out Out
+	ex, ok := engine.ExecutorFrom(ctx)
+	if !ok {
+		return out, ErrNotInWorkflow
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		return out, fmt.Errorf("activity %q: encode input: %w", act.Name(), err)
+	}
+	output, err := ex.Step(ctx, act, input, opts)
+	if err != nil {
+		return out, err
+	}
+	if err := json.Unmarshal(output, &out); err != nil {
+		return out, fmt.Errorf("activity %q: decode recorded output: %w", act.Name(), err)
+	}
+	return out, nil
+}

@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Run is a run's row as callers of Result and operators see it.
+type Run struct {
+	ID           uuid.UUID
+	Workflow     string
+	Queue        string
+	Priority     int
+	Key          string
+	Status       string // queued, running, completed, failed, cancelled
+	Input        []byte
+	Output       []byte
+	ErrorMessage string
+	Claimant     string
+	Epoch        int64
+	Requeues     int
+	RunAfter     time.Time
+	CreatedAt    time.Time
+	FinishedAt   *time.Time
+	// Failure is the run's open failure row when Status is failed.
+	Failure *FailureRow
+}
+
+// GetRun loads one run with its open failure row, if any.
+func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT r.id, r.workflow, r.queue, r.priority, coalesce(r.run_key, ''), r.status, r.input, r.output,
+		       coalesce(r.error_message, ''), coalesce(r.claimant, ''), r.epoch, r.requeues, r.run_after,
+		       r.created_at, r.finished_at, f.id
+		FROM {schema}.runs r
+		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
+		WHERE r.id = $1`), id)
+	if err != nil {
+		return Run{}, s.wrap("get run", err)
+	}
+	var r Run
+	var failureID *int64
+	found := false
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
+		&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &r.RunAfter, &r.CreatedAt,
+		&r.FinishedAt, &failureID}, func() error { found = true; return nil })
+	if err != nil {
+		return Run{}, s.wrap("get run", err)
+	}
+	if !found {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if failureID != nil {
+		fs, err := s.Failures(ctx, FailureFilter{RunID: id, Limit: 1})
+		if err != nil {
+			return Run{}, err
+		}
+		if len(fs) == 1 {
+			r.Failure = &fs[0]
+		}
+	}
+	return r, nil
+}
+
+// ErrFinished is returned by Cancel for a run that already ended.
+var ErrFinished = errors.New("run already finished")
+
+// ErrNotFailed is returned by Requeue for a run that is not failed.
+var ErrNotFailed = errors.New("run is not failed")
+
+// CancelRun ends a queued or running run as cancelled. Bumping the epoch
+// fences out a worker that holds it: its next write or heartbeat finds the
+// lease lost and stops. Attempts still running are closed as interrupted.
+func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) error {
+	err := s.pool.QueryRow(ctx, s.sql(`
+		WITH r AS (
+			UPDATE {schema}.runs
+			SET status = 'cancelled', epoch = epoch + 1, claimant = NULL, lease_expires_at = NULL,
+			    finished_at = now(), updated_at = now()
+			WHERE id = $1 AND status IN ('queued', 'running')
+			RETURNING id),
+		a AS (
+			UPDATE {schema}.attempts SET status = 'interrupted', ended_at = now(), error_message = 'run cancelled'
+			WHERE run_id IN (SELECT id FROM r) AND status = 'running')
+		SELECT pg_notify($2, id::text)::text FROM r`), id, s.DoneChannel()).Scan(new(string))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.explainMiss(ctx, id, ErrFinished)
+	}
+	return s.wrap("cancel run", err)
+}
+
+// RequeueRun puts a failed run back in the queue: same run ID, history kept,
+// the failed step given a fresh budget (attempts so far no longer count), the
+// open failure row marked requeued with the time and count. Idle workers are
+// woken.
+func (s *Store) RequeueRun(ctx context.Context, id uuid.UUID) error {
+	err := s.pool.QueryRow(ctx, s.sql(`
+		WITH r AS (
+			UPDATE {schema}.runs
+			SET status = 'queued', run_after = now(), requeues = requeues + 1, reclaims = 0,
+			    error_message = NULL, output = NULL, finished_at = NULL, updated_at = now()
+			WHERE id = $1 AND status = 'failed'
+			RETURNING id, queue, requeues),
+		f AS (
+			UPDATE {schema}.failures f
+			SET requeued_at = now(), requeue_count = r.requeues
+			FROM r
+			WHERE f.run_id = r.id AND f.requeued_at IS NULL
+			RETURNING f.run_id, f.step),
+		st AS (
+			UPDATE {schema}.steps s
+			SET status = 'running', reason = NULL, error_message = NULL, error_type = NULL, finished_at = NULL,
+			    budget_from = (SELECT coalesce(max(attempt), 0) FROM {schema}.attempts a
+			                   WHERE a.run_id = s.run_id AND a.step = s.step)
+			FROM f
+			WHERE s.run_id = f.run_id AND s.step = f.step)
+		SELECT pg_notify($2, queue)::text FROM r`), id, s.RunsChannel()).Scan(new(string))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.explainMiss(ctx, id, ErrNotFailed)
+	}
+	return s.wrap("requeue run", err)
+}
+
+// explainMiss tells "no such run" from "run in the wrong state".
+func (s *Store) explainMiss(ctx context.Context, id uuid.UUID, wrongState error) error {
+	var status string
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT status FROM {schema}.runs WHERE id = $1`), id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return s.wrap("read run status", err)
+	}
+	return fmt.Errorf("run %s is %s: %w", id, status, wrongState)
+}
+
+// Attempt is one attempt's history row.
+type Attempt struct {
+	RunID        uuid.UUID
+	Step         int
+	Attempt      int
+	Activity     string
+	Status       string // running, succeeded, failed, timed_out, lost, interrupted
+	StartedAt    time.Time
+	EndedAt      *time.Time
+	ErrorMessage string
+	ErrorType    string
+	ErrorStack   string
+	Rescue       bool
+	Delay        *time.Duration // chosen before the next attempt
+	DelaySource  string         // policy, jitter, retry-after, deadline
+	Epoch        int64
+	Worker       string
+	TraceID      string
+	SpanID       string
+}
+
+// Attempts returns every attempt of a run in order (step, then attempt).
+func (s *Store) Attempts(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT run_id, step, attempt, activity, status, started_at, ended_at, coalesce(error_message, ''),
+		       coalesce(error_type, ''), coalesce(error_stack, ''), is_rescue, delay_ms,
+		       coalesce(delay_source, ''), epoch, worker, coalesce(trace_id, ''), coalesce(span_id, '')
+		FROM {schema}.attempts
+		WHERE run_id = $1
+		ORDER BY step, attempt`), runID)
+	if err != nil {
+		return nil, s.wrap("load attempts", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		var delay *int64
+		err := row.Scan(&a.RunID, &a.Step, &a.Attempt, &a.Activity, &a.Status, &a.StartedAt, &a.EndedAt,
+			&a.ErrorMessage, &a.ErrorType, &a.ErrorStack, &a.Rescue, &delay, &a.DelaySource, &a.Epoch,
+			&a.Worker, &a.TraceID, &a.SpanID)
+		if delay != nil {
+			d := time.Duration(*delay) * time.Millisecond
+			a.Delay = &d
+		}
+		return a, err
+	})
+	return out, s.wrap("load attempts", err)
+}
+
+// FailureRow is one row of the failure table.
+type FailureRow struct {
+	ID           int64
+	RunID        uuid.UUID
+	Workflow     string
+	Reason       string
+	Step         int
+	Activity     string
+	Attempts     int
+	Errors       int
+	Rescues      int
+	ErrorMessage string
+	ErrorType    string
+	ErrorStack   string
+	FailedAt     time.Time
+	RequeuedAt   *time.Time
+	RequeueCount int
+}
+
+// FailureFilter selects failure rows; zero fields match everything. By
+// default only open failures (not requeued) are returned.
+type FailureFilter struct {
+	RunID           uuid.UUID
+	Workflow        string
+	Activity        string
+	Reason          string
+	Since, Until    time.Time
+	IncludeRequeued bool
+	Limit           int // 0: 1000
+}
+
+// Failures lists failure rows matching f, newest first.
+func (s *Store) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.RunID != uuid.Nil {
+		add("run_id = $%d", f.RunID)
+	}
+	if f.Workflow != "" {
+		add("workflow = $%d", f.Workflow)
+	}
+	if f.Activity != "" {
+		add("activity = $%d", f.Activity)
+	}
+	if f.Reason != "" {
+		add("reason = $%d", f.Reason)
+	}
+	if !f.Since.IsZero() {
+		add("failed_at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("failed_at < $%d", f.Until)
+	}
+	if !f.IncludeRequeued {
+		where = append(where, "requeued_at IS NULL")
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	args = append(args, limit)
+	cond := "true"
+	if len(where) > 0 {
+		cond = strings.Join(where, " AND ")
+	}
+	// Only fixed condition strings are joined here; every value is a bind parameter.
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT id, run_id, workflow, reason, coalesce(step, 0), coalesce(activity, ''), attempts, errors, rescues,
+		       coalesce(error_message, ''), coalesce(error_type, ''), coalesce(error_stack, ''),
+		       failed_at, requeued_at, requeue_count
+		FROM {schema}.failures
+		WHERE `+cond+`
+		ORDER BY failed_at DESC, id DESC
+		LIMIT $`+fmt.Sprint(len(args))), args...)
+	if err != nil {
+		return nil, s.wrap("list failures", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FailureRow])
+	return out, s.wrap("list failures", err)
+}

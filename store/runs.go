@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// NewRun is what Start records for a new run.
+type NewRun struct {
+	ID          uuid.UUID
+	Workflow    string
+	Queue       string
+	Priority    int
+	Key         string // empty: no caller key
+	Input       []byte // JSON
+	Delay       time.Duration
+	Traceparent string
+}
+
+// InsertRun records a queued run on db (the pool, or the caller's transaction
+// for StartTx) and announces it to idle workers. With a caller key it is
+// idempotent: when a run with that key exists, nothing is inserted and the
+// existing run's ID and workflow are returned with created = false.
+func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, workflow string, created bool, err error) {
+	var key *string
+	if r.Key != "" {
+		key = &r.Key
+	}
+	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key to
+	// commit or roll back, so two Starts with one key never make two runs.
+	err = db.QueryRow(ctx, s.sql(`
+		WITH ins AS (
+			INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, run_after, traceparent)
+			VALUES ($1, $2, $3, $4, $5, $6, now() + $7 * interval '1 millisecond', nullif($8, ''))
+			ON CONFLICT (run_key) WHERE run_key IS NOT NULL DO NOTHING
+			RETURNING id, queue)
+		SELECT id, pg_notify($9, queue)::text FROM ins`),
+		r.ID, r.Workflow, r.Queue, r.Priority, key, r.Input, r.Delay.Milliseconds(), r.Traceparent, s.RunsChannel(),
+	).Scan(&id, new(string))
+	if err == nil {
+		return id, r.Workflow, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) || key == nil {
+		return uuid.Nil, "", false, s.wrap("insert run", err)
+	}
+	err = db.QueryRow(ctx, s.sql(`SELECT id, workflow FROM {schema}.runs WHERE run_key = $1`), r.Key).Scan(&id, &workflow)
+	if err != nil {
+		return uuid.Nil, "", false, s.wrap(fmt.Sprintf("find run with key %q", r.Key), err)
+	}
+	return id, workflow, false, nil
+}
+
+// Claimed is a run a worker now holds the lease of.
+type Claimed struct {
+	ID          uuid.UUID
+	Workflow    string
+	Queue       string
+	Input       []byte
+	Epoch       int64
+	Reclaimed   bool // the previous holder's lease expired while the run was running
+	Reclaims    int  // reclaims since an attempt last started (the backstop rescue count)
+	Traceparent string
+}
+
+// Claim takes the leases of up to limit runs of the given workflows and queues:
+// queued runs that are due, and running runs whose lease expired (crash
+// recovery). The lease expiry comes from the database clock and every claim
+// increments the epoch, fencing out the previous holder. SKIP LOCKED lets many
+// workers claim concurrently without waiting on each other.
+func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`
+		WITH due AS (
+			SELECT id, status AS old_status
+			FROM {schema}.runs
+			WHERE workflow = ANY($1) AND queue = ANY($2)
+			  AND ((status = 'queued' AND run_after <= now())
+			    OR (status = 'running' AND lease_expires_at < now()))
+			ORDER BY priority DESC, run_after, id
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED)
+		UPDATE {schema}.runs r
+		SET status = 'running',
+		    claimant = $4,
+		    epoch = r.epoch + 1,
+		    lease_expires_at = now() + $5 * interval '1 millisecond',
+		    reclaims = r.reclaims + (due.old_status = 'running')::int,
+		    started_at = coalesce(r.started_at, now()),
+		    updated_at = now()
+		FROM due
+		WHERE r.id = due.id
+		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.old_status = 'running', r.reclaims, coalesce(r.traceparent, '')`),
+		workflows, queues, limit, claimant, ttl.Milliseconds())
+	if err != nil {
+		return nil, s.wrap("claim runs", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent)
+		return c, err
+	})
+	return out, s.wrap("claim runs", err)
+}
+
+// Lease identifies one held lease: the run and the epoch it was claimed at.
+type Lease struct {
+	RunID uuid.UUID
+	Epoch int64
+}
+
+// Renew extends every given lease by ttl from the database clock in one
+// statement and returns those it renewed. A lease missing from the result was
+// lost: another worker claimed the run, or it was cancelled.
+func (s *Store) Renew(ctx context.Context, leases []Lease, ttl time.Duration) (map[Lease]bool, error) {
+	ids := make([]uuid.UUID, len(leases))
+	epochs := make([]int64, len(leases))
+	for i, l := range leases {
+		ids[i], epochs[i] = l.RunID, l.Epoch
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`
+		UPDATE {schema}.runs r
+		SET lease_expires_at = now() + $3 * interval '1 millisecond'
+		FROM unnest($1::uuid[], $2::bigint[]) AS held(id, epoch)
+		WHERE r.id = held.id AND r.epoch = held.epoch AND r.status = 'running'
+		RETURNING r.id, r.epoch`), ids, epochs, ttl.Milliseconds())
+	if err != nil {
+		return nil, s.wrap("renew leases", err)
+	}
+	renewed := make(map[Lease]bool, len(leases))
+	var l Lease
+	_, err = pgx.ForEachRow(rows, []any{&l.RunID, &l.Epoch}, func() error {
+		renewed[l] = true
+		return nil
+	})
+	return renewed, s.wrap("renew leases", err)
+}
+
+// CompleteRun records the workflow's output and ends the run, fenced by the
+// lease, and wakes callers waiting in Result.
+func (s *Store) CompleteRun(ctx context.Context, l Lease, output []byte) error {
+	err := s.pool.QueryRow(ctx, s.sql(`
+		WITH r AS (
+			UPDATE {schema}.runs
+			SET status = 'completed', output = $3, finished_at = now(), updated_at = now(),
+			    claimant = NULL, lease_expires_at = NULL
+			WHERE id = $1 AND epoch = $2 AND status = 'running'
+			RETURNING id)
+		SELECT pg_notify($4, id::text)::text FROM r`),
+		l.RunID, l.Epoch, output, s.DoneChannel()).Scan(new(string))
+	return s.fenceRow("complete run", err)
+}
+
+// Failure is what a failing run records in the failure table.
+type Failure struct {
+	Reason       string
+	Step         int // 0: no step (the workflow itself failed)
+	Activity     string
+	Attempts     int
+	Errors       int
+	Rescues      int
+	ErrorMessage string
+	ErrorType    string
+	ErrorStack   string
+}
+
+// FailRun ends the run as failed and writes its failure row in the same
+// statement, hence the same transaction: a failed run always has exactly one
+// open failure row. Fenced by the lease; wakes callers waiting in Result.
+func (s *Store) FailRun(ctx context.Context, l Lease, f Failure) error {
+	var step *int
+	var activity *string
+	if f.Step > 0 {
+		step, activity = &f.Step, &f.Activity
+	}
+	err := s.pool.QueryRow(ctx, s.sql(`
+		WITH r AS (
+			UPDATE {schema}.runs
+			SET status = 'failed', error_message = $3, finished_at = now(), updated_at = now(),
+			    claimant = NULL, lease_expires_at = NULL
+			WHERE id = $1 AND epoch = $2 AND status = 'running'
+			RETURNING id, workflow),
+		f AS (
+			INSERT INTO {schema}.failures
+				(run_id, workflow, reason, step, activity, attempts, errors, rescues, error_message, error_type, error_stack)
+			SELECT id, workflow, $4, $5, $6, $7, $8, $9, $3, $10, nullif($11, '') FROM r
+			RETURNING run_id)
+		SELECT pg_notify($12, run_id::text)::text FROM f`),
+		l.RunID, l.Epoch, f.ErrorMessage, f.Reason, step, activity, f.Attempts, f.Errors, f.Rescues,
+		f.ErrorType, f.ErrorStack, s.DoneChannel()).Scan(new(string))
+	return s.fenceRow("fail run", err)
+}
+
+// ReleaseRun gives up the lease and puts the run back in the queue, due after
+// delay: a durable suspension for a long backoff, or a hand-off at shutdown.
+// Fenced by the lease. A run due at once is announced to idle workers.
+func (s *Store) ReleaseRun(ctx context.Context, l Lease, delay time.Duration) error {
+	err := s.pool.QueryRow(ctx, s.sql(`
+		WITH r AS (
+			UPDATE {schema}.runs
+			SET status = 'queued', run_after = now() + $3 * interval '1 millisecond',
+			    claimant = NULL, lease_expires_at = NULL, updated_at = now()
+			WHERE id = $1 AND epoch = $2 AND status = 'running'
+			RETURNING id, queue)
+		SELECT CASE WHEN $3 <= 0 THEN pg_notify($4, queue)::text ELSE '' END FROM r`),
+		l.RunID, l.Epoch, delay.Milliseconds(), s.RunsChannel()).Scan(new(string))
+	return s.fenceRow("release run", err)
+}
+
+// fenceRow maps "the fenced statement returned no row" to ErrLeaseLost.
+func (s *Store) fenceRow(what string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrLeaseLost
+	}
+	return s.wrap(what, err)
+}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultSchema is the schema Tenure's tables live in unless WithSchema names another.
+const DefaultSchema = "tenure"
+
+// ErrSchemaMissing is returned by every entry point when Tenure's tables are
+// not there (or not at the version this code needs): run store.Migrate or
+// `tenure migrate up` first.
+var ErrSchemaMissing = errors.New("tenure schema missing: run migrations (store.Migrate or `tenure migrate up`)")
+
+// ErrSchemaTooNew is returned when the database schema was migrated by a newer
+// Tenure than this binary knows: upgrade the binary instead of running it.
+var ErrSchemaTooNew = errors.New("tenure schema is newer than this binary knows")
+
+// ErrLeaseLost is returned by a fenced write that touched no row: the run's
+// lease moved to another epoch (another worker holds it, or the run was
+// cancelled), so the write was discarded.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ErrNotFound is returned when a run with the given ID does not exist.
+var ErrNotFound = errors.New("not found")
+
+// DB is what the store runs statements on: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx all satisfy it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Option configures a Store or a migration.
+type Option func(*options)
+
+type options struct {
+	schema string
+}
+
+// WithSchema puts Tenure's tables in the named schema instead of DefaultSchema.
+// The name must be a lower-case SQL identifier (letters, digits, underscore).
+func WithSchema(name string) Option {
+	return func(o *options) { o.schema = name }
+}
+
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidateSchema reports whether name can be used as Tenure's schema name.
+func ValidateSchema(name string) error {
+	if !identifier.MatchString(name) {
+		return fmt.Errorf("tenure: invalid schema name %q: want a lower-case identifier matching %s", name, identifier)
+	}
+	return nil
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{schema: DefaultSchema}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o, ValidateSchema(o.schema)
+}
+
+// Store runs Tenure's statements against one schema of one database.
+// It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+
+	mu      sync.Mutex
+	checked bool
+}
+
+// New returns a Store on pool. It fails only for an invalid schema name; the
+// schema itself is checked on first use (see Check).
+func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("tenure: store.New: nil pool")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, schema: o.schema}, nil
+}
+
+// Pool returns the pool the store runs on.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the schema name the store uses.
+func (s *Store) Schema() string { return s.schema }
+
+// sql fills the {schema} placeholder of a statement with the quoted schema name.
+func (s *Store) sql(stmt string) string {
+	return strings.ReplaceAll(stmt, "{schema}", pgx.Identifier{s.schema}.Sanitize())
+}
+
+// RunsChannel is the LISTEN/NOTIFY channel on which new and requeued runs are
+// announced, so idle workers claim at once instead of at the next poll.
+func (s *Store) RunsChannel() string { return s.schema + "_runs" }
+
+// DoneChannel is the LISTEN/NOTIFY channel on which finished runs announce
+// their ID, so waiting callers of Result wake at once.
+func (s *Store) DoneChannel() string { return s.schema + "_done" }
+
+// Check verifies once per Store that the schema exists at the version this
+// code knows. It returns ErrSchemaMissing (wrapped with the detail) when the
+// schema or a migration is missing, and ErrSchemaTooNew when the database is
+// ahead of this binary. Every client and worker entry point calls it.
+func (s *Store) Check(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.checked {
+		return nil
+	}
+	v, err := s.Version(ctx)
+	if err != nil {
+		return err
+	}
+	latest := LatestVersion()
+	switch {
+	case v < latest:
+		return fmt.Errorf("%w: schema %q is at version %d, this code needs %d", ErrSchemaMissing, s.schema, v, latest)
+	case v > latest:
+		return fmt.Errorf("%w: schema %q is at version %d, this binary knows up to %d", ErrSchemaTooNew, s.schema, v, latest)
+	}
+	s.checked = true
+	return nil
+}
+
+// Version returns the schema version recorded in the database, or
+// ErrSchemaMissing when Tenure's tables are not there.
+func (s *Store) Version(ctx context.Context) (int, error) {
+	return version(ctx, s.pool, s.schema)
+}
+
+// wrap turns errors that mean "no schema" into ErrSchemaMissing and adds context.
+func (s *Store) wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isUndefined(err) {
+		return fmt.Errorf("%s: %w (schema %q)", what, ErrSchemaMissing, s.schema)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// isUndefined reports whether err is Postgres saying a table or schema does not exist.
+func isUndefined(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "3F000": // undefined_table, invalid_schema_name
+			return true
+		}
+	}
+	return false
+}
+
+func fenced(tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
