@@ -39,8 +39,19 @@ var (
 // to fix it; it never skips.
 func URL(t testing.TB) string {
 	t.Helper()
+	u, err := SharedURL()
+	if err != nil {
+		t.Fatalf("pgtest: no test database: %v", err)
+	}
+	return u
+}
+
+// SharedURL is URL for code that has no testing.TB, such as Example
+// functions: it returns the error instead of failing a test. The private
+// cluster it may start is stopped by Main.
+func SharedURL() (string, error) {
 	if u := os.Getenv(EnvVar); u != "" {
-		return u
+		return u, nil
 	}
 	sharedOnce.Do(func() {
 		start := time.Now()
@@ -50,9 +61,20 @@ func URL(t testing.TB) string {
 		}
 	})
 	if sharedErr != nil {
-		t.Fatalf("pgtest: no test database: %v", sharedErr)
+		return "", sharedErr
 	}
-	return shared.url
+	return shared.url, nil
+}
+
+// Start starts a private throwaway cluster, whatever DATABASE_URL says, and
+// returns its URL and a function that stops it and removes its folder. It is
+// for programs, such as the demo, that need a database of their own.
+func Start() (url string, stop func() error, err error) {
+	c, err := startPrivate()
+	if err != nil {
+		return "", nil, err
+	}
+	return c.url, c.destroy, nil
 }
 
 // Schema creates a new, uniquely named schema ("t_" followed by random hex)
