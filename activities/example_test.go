@@ -1,0 +1,62 @@
+package activities_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/policy"
+)
+
+type ChargeIn struct{ Amount int }
+
+// An activity is declared once with its default policy. At run time its
+// context tells which attempt it is, and gives a key that is the same for
+// every attempt of the step, for remote systems that deduplicate.
+func ExampleNew() {
+	charge := activities.New("charge",
+		func(ctx context.Context, in ChargeIn) (string, error) {
+			info, _ := activities.InfoFrom(ctx)
+			return fmt.Sprintf("charged %d, attempt %d, key %s", in.Amount, info.Attempt, activities.IdempotencyKey(ctx)), nil
+		},
+		policy.MaxAttempts(5),
+		policy.Exponential(time.Second, 2, time.Minute),
+		policy.Jitter(policy.FullJitter),
+		policy.AtMostOnce(),
+	)
+
+	// What the runtime does for each attempt, done by hand as a unit test would.
+	ctx := activities.WithInfo(context.Background(), activities.Info{
+		RunID: uuid.MustParse("0190f3c4-0000-7000-8000-000000000001"), Step: 2, Attempt: 3,
+	})
+	out, err := charge.Call(ctx, nil, ChargeIn{Amount: 4200})
+	fmt.Println(charge.Name(), out, err)
+	// Output:
+	// charge charged 4200, attempt 3, key 0190f3c4-0000-7000-8000-000000000001/2 <nil>
+}
+
+// A transactional activity writes with the transaction in which its step's
+// result is checkpointed: both commit, or neither.
+func ExampleNewTx() {
+	record := activities.NewTx("record-order",
+		func(ctx context.Context, tx pgx.Tx, in ChargeIn) (int64, error) {
+			var id int64
+			err := tx.QueryRow(ctx, `INSERT INTO orders (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id)
+			return id, err
+		})
+	fmt.Println(record.Name(), record.Transactional())
+	// Output: record-order true
+}
+
+// An invalid policy stops the program where the activity is declared, not a
+// run at 3 a.m.
+func ExampleNew_invalidPolicy() {
+	defer func() { fmt.Println(recover()) }()
+	activities.New("bad", func(ctx context.Context, in ChargeIn) (int, error) { return 0, nil },
+		policy.MaxAttempts(0))
+	// Output: activity "bad": invalid policy: policy: max_attempts = 0: must be at least 1
+}

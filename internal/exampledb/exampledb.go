@@ -1,0 +1,42 @@
+// Package exampledb gives runnable Examples a migrated Tenure schema of their
+// own on the test database (see internal/pgtest), so that the code a user
+// copies from an Example has run against real PostgreSQL.
+package exampledb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/store"
+)
+
+// Open returns a pool and a freshly migrated schema, and a function that drops
+// the schema and closes the pool. It panics when no database can be had: an
+// Example then fails loudly instead of passing without having run.
+func Open() (pool *pgxpool.Pool, schema string, closeFn func()) {
+	url, err := pgtest.SharedURL()
+	if err != nil {
+		panic(fmt.Sprintf("exampledb: no test database: %v", err))
+	}
+	ctx := context.Background()
+	pool, err = pgxpool.New(ctx, url)
+	if err != nil {
+		panic(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema = "ex_" + hex.EncodeToString(b[:])
+	if err := store.Migrate(ctx, pool, store.WithSchema(schema)); err != nil {
+		panic(err)
+	}
+	return pool, schema, func() {
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		pool.Close()
+	}
+}

@@ -1,0 +1,55 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/exampledb"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+type Greeting struct{ Name string }
+
+var Greet = activities.New("greet",
+	func(ctx context.Context, g Greeting) (string, error) { return "hello, " + g.Name, nil })
+
+var Welcome = sdk.NewWorkflow("welcome", func(ctx context.Context, g Greeting) (string, error) {
+	return sdk.Execute(ctx, Greet, g)
+})
+
+// A worker claims runs of the workflows registered on it, until Shutdown
+// drains it: attempts in flight finish (or are interrupted when the drain
+// time is over) and their runs are handed to another worker.
+func ExampleWorker() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+
+	w := runtime.NewWorker(pool, runtime.Config{
+		Schema:      schema,
+		Concurrency: 16,
+		LeaseTTL:    30 * time.Second,
+		Defaults:    []policy.Option{policy.MaxAttempts(5)}, // worker-wide, below activity defaults
+	})
+	if err := w.Register(Welcome); err != nil {
+		panic(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+
+	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	run, _ := sdk.Start(ctx, client, Welcome, Greeting{Name: "Ada"})
+	out, err := run.Result(ctx)
+	fmt.Println(out, err)
+
+	drain, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fmt.Println(w.Shutdown(drain), <-done, w.Stats().Completed)
+	// Output:
+	// hello, Ada <nil>
+	// <nil> <nil> 1
+}
