@@ -47,6 +47,9 @@ type Config struct {
 	MaxPayload int
 	// Logger receives warnings (lost leases) and errors. Default slog.Default().
 	Logger *slog.Logger
+	// Observer receives every segment and attempt, for tracing and metrics
+	// (see the otel package). Default: none.
+	Observer Observer
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -79,6 +82,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	switch {
 	case c.Concurrency < 0:

@@ -30,6 +30,9 @@ type execution struct {
 	lastRenew time.Time
 	lostOnce  sync.Once
 
+	seg Segment
+	end SegmentEnd // how the segment ended; set by the write that ended it
+
 	// Workflow-goroutine state: touched only by the goroutine running the
 	// workflow function (and by run before and after it).
 	steps    map[int]store.Step
@@ -41,10 +44,15 @@ type execution struct {
 type budget struct{ attempts, errors, rescues int }
 
 func (w *Worker) newExecution(base context.Context, c store.Claimed, claimedAt time.Time) *execution {
-	ctx, cancel := context.WithCancelCause(base)
+	seg := Segment{
+		RunID: c.ID, Workflow: c.Workflow, Queue: c.Queue, Epoch: c.Epoch, Worker: w.cfg.Label,
+		Traceparent: c.Traceparent, Reclaimed: c.Reclaimed, QueueLag: c.QueueLag,
+	}
+	// The segment's context carries its span; cancelling it stops the run.
+	ctx, cancel := context.WithCancelCause(w.cfg.Observer.SegmentStarted(base, seg))
 	return &execution{
 		w: w, claim: c, lease: store.Lease{RunID: c.ID, Epoch: c.Epoch},
-		ctx: ctx, cancel: cancel, lastRenew: claimedAt,
+		ctx: ctx, cancel: cancel, lastRenew: claimedAt, seg: seg,
 		log:    w.cfg.Logger.With("run_id", c.ID, "workflow", c.Workflow, "epoch", c.Epoch, "worker", w.cfg.Label),
 		counts: map[int]budget{},
 	}
@@ -69,6 +77,7 @@ func (e *execution) lose(why string) {
 		e.w.leasesLost.Add(1)
 		e.log.Warn("tenure: lease lost; abandoning the run to its new holder", "why", why)
 		e.cancel(errLeaseLost)
+		e.w.cfg.Observer.LeaseLost(e.ctx, e.seg)
 	})
 }
 
@@ -84,6 +93,14 @@ type outcome struct {
 // run executes the claimed run to its next stopping point.
 func (e *execution) run() {
 	defer e.cancel(nil)
+	obs := e.w.cfg.Observer
+	e.end = SegmentEnd{Outcome: SegmentAbandoned}
+	defer func() {
+		if context.Cause(e.ctx) == errLeaseLost {
+			e.end = SegmentEnd{Outcome: SegmentLost}
+		}
+		obs.SegmentEnded(e.ctx, e.seg, e.end)
+	}()
 	ctx := e.ctx
 	wf := e.w.workflowFor(e.claim.Workflow)
 
@@ -103,6 +120,10 @@ func (e *execution) run() {
 		}
 		for _, l := range lost {
 			e.log.Warn("tenure: attempt lost (lease expired while it ran)", "step", l.Step, "attempt", l.Attempt)
+			obs.AttemptLost(ctx, Attempt{
+				RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: l.Activity, Step: l.Step,
+				Attempt: l.Attempt, Rescue: l.Rescue, Epoch: l.Epoch, Worker: l.Worker,
+			}, l.StartedAt, TraceRef{TraceID: l.TraceID, SpanID: l.SpanID})
 		}
 	}
 	steps, err := e.w.store.Steps(ctx, e.claim.ID)
@@ -135,11 +156,13 @@ func (e *execution) run() {
 			ErrorType:    "tenure.PayloadTooLarge",
 		})
 	default:
-		if err := e.w.store.CompleteRun(e.writeCtx(), e.lease, o.output); err != nil {
+		age, err := e.w.store.CompleteRun(e.writeCtx(), e.lease, o.output)
+		if err != nil {
 			e.writeFailed("complete run", err)
 			return
 		}
 		e.w.completed.Add(1)
+		e.end = SegmentEnd{Outcome: SegmentCompleted, RunDuration: age}
 	}
 }
 
@@ -191,11 +214,13 @@ func (e *execution) runFailure(err error) store.Failure {
 
 // failRun ends the run with its failure row.
 func (e *execution) failRun(f store.Failure) {
-	if err := e.w.store.FailRun(e.writeCtx(), e.lease, f); err != nil {
+	age, err := e.w.store.FailRun(e.writeCtx(), e.lease, f)
+	if err != nil {
 		e.writeFailed("fail run", err)
 		return
 	}
 	e.w.failed.Add(1)
+	e.end = SegmentEnd{Outcome: SegmentFailed, Reason: f.Reason, Error: f.ErrorMessage, RunDuration: age}
 	e.log.Info("tenure: run failed", "reason", f.Reason, "step", f.Step, "activity", f.Activity, "error", f.ErrorMessage)
 }
 
@@ -221,6 +246,7 @@ func (e *execution) abandon(what string, err error) {
 		return
 	}
 	e.log.Error("tenure: abandoning run until its lease expires", "during", what, "error", err)
+	e.end = SegmentEnd{Outcome: SegmentAbandoned, Error: fmt.Sprintf("%s: %v", what, err)}
 }
 
 // release hands the run back to the queue, due at once (shutdown).
@@ -233,6 +259,7 @@ func (e *execution) releaseAfter(delay time.Duration, why string) {
 		return
 	}
 	e.w.released.Add(1)
+	e.end = SegmentEnd{Outcome: SegmentReleased}
 	e.log.Info("tenure: run handed back", "why", why, "due_in", delay)
 }
 

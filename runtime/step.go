@@ -62,6 +62,7 @@ type stepRun struct {
 	attempt    int
 	b          budget
 	lastDelay  time.Duration
+	prev       TraceRef // the span of the previous attempt, for links
 }
 
 func (s *stepRun) run(ctx context.Context) ([]byte, error) {
@@ -72,6 +73,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 	s.attempt = s.rec.LastAttempt
 	s.b = budget{attempts: s.rec.LastAttempt - s.rec.BudgetFrom, errors: s.rec.Errors, rescues: s.rec.Rescues}
 	s.lastDelay = s.rec.LastDelay
+	s.prev = TraceRef{TraceID: s.rec.LastTraceID, SpanID: s.rec.LastSpanID}
 	s.e.counts[s.n] = s.b
 
 	rescue := false
@@ -112,12 +114,28 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 
 // try makes one attempt. It returns the output, an *sdk.ActivityError when
 // the step gave up, or errRetry after sleeping the delay before the next one.
-func (s *stepRun) try(ctx context.Context, rescue bool) ([]byte, error) {
+func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	e := s.e
 	s.attempt++
+	info := Attempt{
+		RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: s.act.Name(), Step: s.n, Attempt: s.attempt,
+		MaxAttempts: s.pol.MaxAttempts, Errors: s.b.errors, Rescues: s.b.rescues, Rescue: rescue,
+		Epoch: e.lease.Epoch, Worker: e.w.cfg.Label, Previous: s.prev,
+	}
+	actx, ref := e.w.cfg.Observer.AttemptStarted(ctx, info)
+	s.prev = ref
+	// Whatever way the attempt ends, including a goroutine exit when the
+	// lease is lost, the observer hears of it once. Unrecorded means lost.
+	report := AttemptEnd{Outcome: AttemptLost}
+	began := time.Now()
+	defer func() {
+		report.Duration = time.Since(began)
+		e.w.cfg.Observer.AttemptEnded(actx, info, report)
+	}()
+
 	elapsed, err := e.w.store.StartAttempt(e.writeCtx(), e.lease, store.AttemptStart{
 		Step: s.n, Attempt: s.attempt, Activity: s.act.Name(), Policy: s.policyJSON,
-		Rescue: rescue, Worker: e.w.cfg.Label,
+		Rescue: rescue, Worker: e.w.cfg.Label, TraceID: ref.TraceID, SpanID: ref.SpanID,
 	})
 	if err != nil {
 		e.abandon("start attempt", err)
@@ -129,38 +147,42 @@ func (s *stepRun) try(ctx context.Context, rescue bool) ([]byte, error) {
 	timeout, ok := s.pol.TimeoutAt(elapsed)
 	if !ok {
 		const msg = "not invoked: the step's deadline passed before this attempt could start"
-		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: "failed", ErrorMessage: msg})
+		report = AttemptEnd{Outcome: AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
+		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: AttemptFailed, ErrorMessage: msg})
 	}
 
-	began := time.Now()
-	out, stack, callErr := s.invoke(ctx, rescue, timeout)
+	out, stack, callErr := s.invoke(actx, rescue, timeout)
 	ran := time.Since(began)
 
 	if callErr == nil {
-		if len(out) > e.w.cfg.MaxPayload {
-			callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
-		} else {
+		if len(out) <= e.w.cfg.MaxPayload {
+			report.Outcome = AttemptSucceeded
 			return out, nil
 		}
+		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
+	report.Err = callErr
 	switch context.Cause(e.ctx) {
 	case errLeaseLost:
 		e.lose("attempt ended after the lease was lost")
 		exit()
 	case errShutdown:
-		s.end(store.AttemptEnd{Status: "interrupted", ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
+		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = AttemptInterrupted
 		e.release("attempt interrupted by shutdown")
 		exit()
 	}
 
-	status := "failed"
+	status := AttemptFailed
 	if errors.Is(callErr, context.DeadlineExceeded) && timeout > 0 && ran >= timeout {
-		status = "timed_out"
+		status = AttemptTimedOut
 	}
 	if stack != nil {
-		return nil, s.giveUp(sdk.ReasonPanic, callErr.Error(), "panic", &store.AttemptEnd{
+		err := s.giveUp(sdk.ReasonPanic, callErr.Error(), "panic", &store.AttemptEnd{
 			Status: status, ErrorMessage: callErr.Error(), ErrorType: "panic", ErrorStack: string(stack),
 		})
+		report.Outcome, report.GaveUp = status, sdk.ReasonPanic
+		return nil, err
 	}
 	s.b.errors++
 	s.e.counts[s.n] = s.b
@@ -171,10 +193,13 @@ func (s *stepRun) try(ctx context.Context, rescue bool) ([]byte, error) {
 	})
 	end := store.AttemptEnd{Status: status, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)}
 	if !d.Retry {
-		return nil, s.giveUp(string(d.Reason), callErr.Error(), typeName(callErr), &end, callErr)
+		err := s.giveUp(string(d.Reason), callErr.Error(), typeName(callErr), &end, callErr)
+		report.Outcome, report.GaveUp = status, string(d.Reason)
+		return nil, err
 	}
 	end.Delay, end.DelaySource = &d.Delay, string(d.Source)
 	s.end(end)
+	report.Outcome, report.Delay, report.DelaySource = status, &d.Delay, string(d.Source)
 	s.lastDelay = d.Delay
 	s.wait(ctx, d.Delay)
 	return nil, errRetry
@@ -288,6 +313,7 @@ func (s *stepRun) wait(ctx context.Context, d time.Duration) {
 			exit()
 		}
 		e.w.suspended.Add(1)
+		e.end = SegmentEnd{Outcome: SegmentSuspended}
 		exit()
 	}
 	timer := time.NewTimer(d)

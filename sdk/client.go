@@ -18,6 +18,7 @@ type Client struct {
 	err        error // a configuration error, returned by every call
 	maxPayload int
 	poll       time.Duration
+	observer   StartObserver
 }
 
 // ClientOption configures a Client.
@@ -27,6 +28,22 @@ type clientOptions struct {
 	schema     string
 	maxPayload int
 	poll       time.Duration
+	observer   StartObserver
+}
+
+// StartObserver is told of every run a client starts: the hook the otel
+// package implements to give each run a trace.
+type StartObserver interface {
+	// RunStarting is called before the run is recorded. It returns the W3C
+	// traceparent to store with the run ("" for none), which every execution
+	// segment of the run continues, and a function called with Start's
+	// outcome.
+	RunStarting(ctx context.Context, workflow string) (traceparent string, done func(runID uuid.UUID, created bool, err error))
+}
+
+// WithStartObserver has the client report every Start to o (see the otel package).
+func WithStartObserver(o StartObserver) ClientOption {
+	return func(co *clientOptions) { co.observer = o }
 }
 
 // WithSchema names the schema Tenure's tables live in (default "tenure"). It
@@ -49,7 +66,7 @@ func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
 		opt(&o)
 	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
-	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll}
+	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer}
 	if err == nil && (o.maxPayload <= 0 || o.poll <= 0) {
 		c.err = fmt.Errorf("sdk.NewClient: max payload (%d) and poll interval (%s) must be positive", o.maxPayload, o.poll)
 	}

@@ -50,9 +50,21 @@ func StartTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Workflo
 	return start(ctx, c, tx, wf, in, opts)
 }
 
-func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], in In, opts []StartOption) (*Run[Out], error) {
+func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], in In, opts []StartOption) (run *Run[Out], err error) {
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.Start: nil workflow")
+	}
+	traceparent := ""
+	if c.observer != nil {
+		var done func(uuid.UUID, bool, error)
+		traceparent, done = c.observer.RunStarting(ctx, wf.name)
+		defer func() {
+			if run != nil {
+				done(run.ID, run.Created, err)
+			} else {
+				done(uuid.Nil, false, err)
+			}
+		}()
 	}
 	if err := c.ready(ctx); err != nil {
 		return nil, err
@@ -80,7 +92,7 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	}
 	id, workflow, created, err := c.store.InsertRun(ctx, db, store.NewRun{
 		ID: id, Workflow: wf.name, Queue: o.queue, Priority: o.priority, Key: o.key,
-		Input: input, Delay: o.delay, Traceparent: "",
+		Input: input, Delay: o.delay, Traceparent: traceparent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)

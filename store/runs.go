@@ -65,6 +65,9 @@ type Claimed struct {
 	Reclaimed   bool // the previous holder's lease expired while the run was running
 	Reclaims    int  // reclaims since an attempt last started (the backstop rescue count)
 	Traceparent string
+	// QueueLag is how long the run waited after it was due (or after its
+	// previous lease expired) before this claim, by the database clock.
+	QueueLag time.Duration
 }
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
@@ -75,7 +78,7 @@ type Claimed struct {
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		WITH due AS (
-			SELECT id, status AS old_status
+			SELECT id, status AS old_status, coalesce(lease_expires_at, run_after) AS due_at
 			FROM {schema}.runs
 			WHERE workflow = ANY($1) AND queue = ANY($2)
 			  AND ((status = 'queued' AND run_after <= now())
@@ -93,14 +96,17 @@ func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int
 		    updated_at = now()
 		FROM due
 		WHERE r.id = due.id
-		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.old_status = 'running', r.reclaims, coalesce(r.traceparent, '')`),
+		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.old_status = 'running', r.reclaims,
+		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0)`),
 		workflows, queues, limit, claimant, ttl.Milliseconds())
 	if err != nil {
 		return nil, s.wrap("claim runs", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
-		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent)
+		var lagMS float64
+		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS)
+		c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
 		return c, err
 	})
 	return out, s.wrap("claim runs", err)
@@ -140,18 +146,19 @@ func (s *Store) Renew(ctx context.Context, leases []Lease, ttl time.Duration) (m
 }
 
 // CompleteRun records the workflow's output and ends the run, fenced by the
-// lease, and wakes callers waiting in Result.
-func (s *Store) CompleteRun(ctx context.Context, l Lease, output []byte) error {
-	err := s.pool.QueryRow(ctx, s.sql(`
+// lease, and wakes callers waiting in Result. It returns the run's age.
+func (s *Store) CompleteRun(ctx context.Context, l Lease, output []byte) (age time.Duration, err error) {
+	var ageMS float64
+	err = s.pool.QueryRow(ctx, s.sql(`
 		WITH r AS (
 			UPDATE {schema}.runs
 			SET status = 'completed', output = $3, finished_at = now(), updated_at = now(),
 			    claimant = NULL, lease_expires_at = NULL
 			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id)
-		SELECT pg_notify($4, id::text)::text FROM r`),
-		l.RunID, l.Epoch, output, s.DoneChannel()).Scan(new(string))
-	return s.fenceRow("complete run", err)
+			RETURNING id, created_at)
+		SELECT pg_notify($4, id::text)::text, extract(epoch FROM now() - created_at) * 1000 FROM r`),
+		l.RunID, l.Epoch, output, s.DoneChannel()).Scan(new(string), &ageMS)
+	return time.Duration(ageMS * float64(time.Millisecond)), s.fenceRow("complete run", err)
 }
 
 // Failure is what a failing run records in the failure table.
@@ -169,29 +176,32 @@ type Failure struct {
 
 // FailRun ends the run as failed and writes its failure row in the same
 // statement, hence the same transaction: a failed run always has exactly one
-// open failure row. Fenced by the lease; wakes callers waiting in Result.
-func (s *Store) FailRun(ctx context.Context, l Lease, f Failure) error {
+// open failure row. Fenced by the lease; wakes callers waiting in Result. It
+// returns the run's age.
+func (s *Store) FailRun(ctx context.Context, l Lease, f Failure) (age time.Duration, err error) {
 	var step *int
 	var activity *string
 	if f.Step > 0 {
 		step, activity = &f.Step, &f.Activity
 	}
-	err := s.pool.QueryRow(ctx, s.sql(`
+	var ageMS float64
+	err = s.pool.QueryRow(ctx, s.sql(`
 		WITH r AS (
 			UPDATE {schema}.runs
 			SET status = 'failed', error_message = $3, finished_at = now(), updated_at = now(),
 			    claimant = NULL, lease_expires_at = NULL
 			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id, workflow),
+			RETURNING id, workflow, created_at),
 		f AS (
 			INSERT INTO {schema}.failures
 				(run_id, workflow, reason, step, activity, attempts, errors, rescues, error_message, error_type, error_stack)
 			SELECT id, workflow, $4, $5, $6, $7, $8, $9, $3, $10, nullif($11, '') FROM r
 			RETURNING run_id)
-		SELECT pg_notify($12, run_id::text)::text FROM f`),
+		SELECT pg_notify($12, f.run_id::text)::text, extract(epoch FROM now() - r.created_at) * 1000
+		FROM f JOIN r ON r.id = f.run_id`),
 		l.RunID, l.Epoch, f.ErrorMessage, f.Reason, step, activity, f.Attempts, f.Errors, f.Rescues,
-		f.ErrorType, f.ErrorStack, s.DoneChannel()).Scan(new(string))
-	return s.fenceRow("fail run", err)
+		f.ErrorType, f.ErrorStack, s.DoneChannel()).Scan(new(string), &ageMS)
+	return time.Duration(ageMS * float64(time.Millisecond)), s.fenceRow("fail run", err)
 }
 
 // ReleaseRun gives up the lease and puts the run back in the queue, due after

@@ -24,6 +24,8 @@ type Step struct {
 	LastDelay    time.Duration
 	Errors       int // attempts after BudgetFrom that ended failed or timed_out
 	Rescues      int // attempts after BudgetFrom that were lost
+	// LastTraceID and LastSpanID name the last attempt's span, if traced.
+	LastTraceID, LastSpanID string
 }
 
 // Steps loads every step of a run with its budget counters, in step order, in
@@ -37,7 +39,9 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 		       coalesce((array_agg(a.status ORDER BY a.attempt DESC))[1], ''),
 		       coalesce((array_agg(a.delay_ms ORDER BY a.attempt DESC))[1], 0),
 		       count(*) FILTER (WHERE a.attempt > s.budget_from AND a.status IN ('failed', 'timed_out')),
-		       count(*) FILTER (WHERE a.attempt > s.budget_from AND a.status = 'lost')
+		       count(*) FILTER (WHERE a.attempt > s.budget_from AND a.status = 'lost'),
+		       coalesce((array_agg(a.trace_id ORDER BY a.attempt DESC))[1], ''),
+		       coalesce((array_agg(a.span_id ORDER BY a.attempt DESC))[1], '')
 		FROM {schema}.steps s
 		LEFT JOIN {schema}.attempts a ON a.run_id = s.run_id AND a.step = s.step
 		WHERE s.run_id = $1
@@ -51,7 +55,7 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 	var delayMS int64
 	_, err = pgx.ForEachRow(rows, []any{&st.Step, &st.Activity, &st.Status, &st.Output, &st.Reason,
 		&st.ErrorMessage, &st.ErrorType, &st.BudgetFrom, &st.LastAttempt, &st.LastStatus, &delayMS,
-		&st.Errors, &st.Rescues}, func() error {
+		&st.Errors, &st.Rescues, &st.LastTraceID, &st.LastSpanID}, func() error {
 		st.LastDelay = time.Duration(delayMS) * time.Millisecond
 		out[st.Step] = st
 		st = Step{}
@@ -65,6 +69,12 @@ type LostAttempt struct {
 	Step      int
 	Attempt   int
 	StartedAt time.Time
+	Activity  string
+	Rescue    bool
+	Epoch     int64
+	Worker    string
+	TraceID   string
+	SpanID    string
 }
 
 // MarkLost closes the attempts a previous lease holder left running: their
@@ -77,7 +87,8 @@ func (s *Store) MarkLost(ctx context.Context, l Lease) ([]LostAttempt, error) {
 		    error_message = 'lease expired while the attempt ran: the worker died, froze or was cut off'
 		WHERE run_id = $1 AND status = 'running' AND epoch < $2
 		  AND EXISTS (SELECT 1 FROM {schema}.runs WHERE id = $1 AND epoch = $2 AND status = 'running')
-		RETURNING step, attempt, started_at`), l.RunID, l.Epoch)
+		RETURNING step, attempt, started_at, activity, is_rescue, epoch, worker,
+		          coalesce(trace_id, ''), coalesce(span_id, '')`), l.RunID, l.Epoch)
 	if err != nil {
 		return nil, s.wrap("mark lost attempts", err)
 	}
