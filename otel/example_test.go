@@ -1,0 +1,56 @@
+package otel_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/exampledb"
+	tenureotel "github.com/tenurehq/tenure/otel"
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+var Lookup = activities.New("lookup", func(ctx context.Context, key string) (string, error) { return "value of " + key, nil })
+
+var Cache = sdk.NewWorkflow("cache", func(ctx context.Context, key string) (string, error) {
+	return sdk.Execute(ctx, Lookup, key)
+})
+
+// One Instrumentation traces both ends: the client's Start and the worker's
+// segments and attempts.
+func ExampleNew() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+
+	spans := tracetest.NewSpanRecorder() // in production: an exporter to your backend
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	inst, err := tenureotel.New(tenureotel.WithTracerProvider(tp))
+	if err != nil {
+		panic(err)
+	}
+
+	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, Observer: inst, PollInterval: 20 * time.Millisecond})
+	_ = w.Register(Cache)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+
+	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	run, _ := sdk.Start(ctx, client, Cache, "k1")
+	_, _ = run.Result(ctx)
+	_ = w.Shutdown(ctx)
+	<-done
+
+	for _, s := range spans.Ended() {
+		fmt.Println(s.Name())
+	}
+	// Unordered output:
+	// start cache
+	// lookup
+	// run cache
+}

@@ -1,0 +1,58 @@
+package otel
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metric names; their units and attributes are in docs/observability.md.
+const (
+	MetricAttempts        = "tenure.attempts"
+	MetricRetries         = "tenure.retries"
+	MetricRescues         = "tenure.rescues"
+	MetricLeasesLost      = "tenure.leases.lost"
+	MetricFailures        = "tenure.failures"
+	MetricRunsStarted     = "tenure.runs.started"
+	MetricRunsCompleted   = "tenure.runs.completed"
+	MetricRunsInFlight    = "tenure.runs.in_flight"
+	MetricAttemptDuration = "tenure.attempt.duration"
+	MetricQueueLag        = "tenure.run.queue_lag"
+	MetricRunDuration     = "tenure.run.duration"
+)
+
+type instruments struct {
+	attempts, retries, rescues, leasesLost, failures, runsStarted, runsCompleted metric.Int64Counter
+	inFlight                                                                     metric.Int64UpDownCounter
+	attemptDuration, queueLag, runDuration                                       metric.Float64Histogram
+}
+
+func newInstruments(m metric.Meter) (instruments, error) {
+	var i instruments
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	histogram := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return h
+	}
+	i.attempts = counter(MetricAttempts, "{attempt}", "Attempts that ended, by outcome.")
+	i.retries = counter(MetricRetries, "{retry}", "Attempts that ended in an error and were followed by a scheduled retry.")
+	i.rescues = counter(MetricRescues, "{attempt}", "Attempts started to rescue a step whose previous attempt was lost.")
+	i.leasesLost = counter(MetricLeasesLost, "{lease}", "Runs a worker abandoned because its lease moved on.")
+	i.failures = counter(MetricFailures, "{run}", "Runs that failed, by reason.")
+	i.runsStarted = counter(MetricRunsStarted, "{run}", "Runs started (a Start that found an existing key is not counted).")
+	i.runsCompleted = counter(MetricRunsCompleted, "{run}", "Runs completed.")
+	var err error
+	i.inFlight, err = m.Int64UpDownCounter(MetricRunsInFlight, metric.WithUnit("{run}"),
+		metric.WithDescription("Runs whose lease a worker holds now."))
+	errs = append(errs, err)
+	i.attemptDuration = histogram(MetricAttemptDuration, "How long attempts ran, by outcome.")
+	i.queueLag = histogram(MetricQueueLag, "How long a run was due (or its lease expired) before a worker claimed it.")
+	i.runDuration = histogram(MetricRunDuration, "Age of runs when they completed or failed.")
+	return i, errors.Join(errs...)
+}

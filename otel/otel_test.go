@@ -1,0 +1,327 @@
+package otel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/pgtest"
+	tenureotel "github.com/tenurehq/tenure/otel"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// env is one test's Tenure with in-memory span and metric recorders.
+type env struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	schema string
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+	reader *sdkmetric.ManualReader
+	inst   *tenureotel.Instrumentation
+	client *sdk.Client
+}
+
+func newEnv(t *testing.T, opts ...tenureotel.Option) *env {
+	e := &env{t: t, pool: pgtest.Pool(t), schema: pgtest.Schema(t), spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	if err := store.Migrate(t.Context(), e.pool, store.WithSchema(e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	e.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(e.reader))
+	t.Cleanup(func() { _ = e.tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	inst, err := tenureotel.New(append([]tenureotel.Option{tenureotel.WithTracerProvider(e.tp), tenureotel.WithMeterProvider(mp)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.inst = inst
+	e.client = sdk.NewClient(e.pool, sdk.WithSchema(e.schema), sdk.WithStartObserver(inst), sdk.WithPollInterval(50*time.Millisecond))
+	return e
+}
+
+func (e *env) worker(cfg runtime.Config, wfs ...sdk.Definition) *runtime.Worker {
+	cfg.Schema, cfg.Observer = e.schema, e.inst
+	cfg.PollInterval = 20 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	w := runtime.NewWorker(e.pool, cfg)
+	if err := w.Register(wfs...); err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Shutdown(ctx)
+		<-done
+	})
+	return w
+}
+
+func (e *env) named(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range e.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(s sdktrace.ReadOnlySpan, key string) any {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.AsInterface()
+		}
+	}
+	return nil
+}
+
+type in struct{ N int }
+
+func TestTraces_RetriedAttemptsAreLinkedSpansWithErrorsAndSQLIDs(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	act := activities.New("fetch", func(ctx context.Context, x in) (int, error) {
+		if calls.Add(1) <= 2 {
+			return 0, errors.New("upstream 503")
+		}
+		// The activity's own spans nest under its attempt span.
+		_, child := trace.SpanFromContext(ctx).TracerProvider().Tracer("app").Start(ctx, "GET /price")
+		child.End()
+		return x.N, nil
+	}, policy.MaxAttempts(5), policy.Constant(20*time.Millisecond), policy.Jitter(policy.NoJitter))
+	wf := sdk.NewWorkflow("price", func(ctx context.Context, x in) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(runtime.Config{}, wf)
+
+	ctx, caller := e.tp.Tracer("app").Start(t.Context(), "checkout")
+	run, err := sdk.Start(ctx, e.client, wf, in{N: 3})
+	caller.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Result(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	traceID := caller.SpanContext().TraceID()
+
+	attempts := e.named("fetch")
+	if len(attempts) != 3 {
+		t.Fatalf("%d attempt spans, want 3", len(attempts))
+	}
+	slices.SortFunc(attempts, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	segments := e.named("run price")
+	if len(segments) != 1 || segments[0].SpanContext().TraceID() != traceID {
+		t.Fatalf("segment spans %v: want one, in the caller's trace", segments)
+	}
+	for i, s := range attempts {
+		n := i + 1
+		if s.SpanContext().TraceID() != traceID || s.Parent().SpanID() != segments[0].SpanContext().SpanID() {
+			t.Errorf("attempt %d is not a child of the segment in the caller's trace", n)
+		}
+		if attr(s, "tenure.attempt") != int64(n) || attr(s, "tenure.step") != int64(1) || attr(s, "tenure.attempt.max") != int64(5) ||
+			attr(s, "tenure.run.id") != run.ID.String() || attr(s, "tenure.workflow") != "price" || attr(s, "tenure.lease.epoch") != int64(1) ||
+			attr(s, "tenure.worker") == nil || attr(s, "tenure.attempt.rescue") != false || attr(s, "tenure.attempt.rescues_before") != int64(0) {
+			t.Errorf("attempt %d attributes: %v", n, s.Attributes())
+		}
+		if n < 3 {
+			if attr(s, "tenure.attempt.outcome") != "failed" || s.Status().Code != codes.Error || attr(s, "error.type") != "*errors.errorString" ||
+				attr(s, "tenure.retry.delay_ms") != int64(20) || attr(s, "tenure.retry.delay_source") != "policy" {
+				t.Errorf("failed attempt %d: %v status %v", n, s.Attributes(), s.Status())
+			}
+			if len(s.Events()) != 1 || s.Events()[0].Name != "exception" {
+				t.Errorf("failed attempt %d events %v, want the error as an exception event", n, s.Events())
+			}
+		} else if attr(s, "tenure.attempt.outcome") != "succeeded" || s.Status().Code == codes.Error {
+			t.Errorf("last attempt: %v", s.Attributes())
+		}
+		if n > 1 {
+			links := s.Links()
+			if len(links) != 1 || links[0].SpanContext.SpanID() != attempts[i-1].SpanContext().SpanID() {
+				t.Errorf("attempt %d links %v, want the previous attempt", n, links)
+			}
+		}
+	}
+	child := e.named("GET /price")
+	if len(child) != 1 || child[0].Parent().SpanID() != attempts[2].SpanContext().SpanID() {
+		t.Fatal("the activity's own span is not a child of its attempt span")
+	}
+
+	// The attempts table holds each attempt's trace and span IDs.
+	h, _ := e.client.History(t.Context(), run.ID)
+	for i, a := range h {
+		sc := attempts[i].SpanContext()
+		if a.TraceID != sc.TraceID().String() || a.SpanID != sc.SpanID().String() {
+			t.Errorf("attempt %d: SQL has %s/%s, span is %s/%s", a.Attempt, a.TraceID, a.SpanID, sc.TraceID(), sc.SpanID())
+		}
+	}
+	// And SQL finds the rows of a trace.
+	var n int
+	q := fmt.Sprintf(`SELECT count(*) FROM %s.attempts WHERE trace_id = $1`, e.schema)
+	if err := e.pool.QueryRow(t.Context(), q, traceID.String()).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("attempts of trace %s: %d, %v", traceID, n, err)
+	}
+
+	// Metrics.
+	var rm metricdata.ResourceMetrics
+	if err := e.reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]int64{}
+	hist := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					sums[m.Name] += p.Value
+					if m.Name == tenureotel.MetricAttempts {
+						o, _ := p.Attributes.Value("tenure.attempt.outcome")
+						sums[m.Name+"/"+o.AsString()] += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					hist[m.Name] += p.Count
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		tenureotel.MetricAttempts: 3, tenureotel.MetricAttempts + "/failed": 2, tenureotel.MetricAttempts + "/succeeded": 1,
+		tenureotel.MetricRetries: 2, tenureotel.MetricRunsStarted: 1, tenureotel.MetricRunsCompleted: 1, tenureotel.MetricRunsInFlight: 0,
+	}
+	for k, v := range want {
+		if sums[k] != v {
+			t.Errorf("metric %s = %d, want %d (all: %v)", k, sums[k], v, sums)
+		}
+	}
+	for _, k := range []string{tenureotel.MetricAttemptDuration, tenureotel.MetricQueueLag, tenureotel.MetricRunDuration} {
+		if hist[k] == 0 {
+			t.Errorf("histogram %s recorded nothing", k)
+		}
+	}
+}
+
+func TestTraces_LostAttemptGetsASpanFromItsOriginalStart(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var calls atomic.Int32
+	act := activities.New("export", func(ctx context.Context, x in) (int, error) {
+		if calls.Add(1) == 1 {
+			<-release // frozen past its lease
+		}
+		return x.N, nil
+	})
+	wf := sdk.NewWorkflow("exporter", func(ctx context.Context, x in) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(runtime.Config{LeaseTTL: time.Minute, HeartbeatInterval: 30 * time.Second}, wf)
+	run, _ := sdk.Start(t.Context(), e.client, wf, in{N: 1})
+	for calls.Load() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := e.pool.Exec(t.Context(), fmt.Sprintf(`UPDATE %s.runs SET lease_expires_at = now() - interval '1s' WHERE id = $1`, e.schema), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.worker(runtime.Config{}, wf)
+	if _, err := run.Result(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := e.client.History(t.Context(), run.ID)
+	var lost sdktrace.ReadOnlySpan
+	for _, s := range e.named("export") {
+		if attr(s, "tenure.attempt.outcome") == "lost" {
+			lost = s
+		}
+	}
+	if lost == nil {
+		t.Fatal("no lost attempt span")
+	}
+	if !lost.StartTime().Equal(h[0].StartedAt) || attr(lost, "tenure.attempt.recorded_span_id") != h[0].SpanID || lost.Status().Code != codes.Error {
+		t.Fatalf("lost span starts %v (attempt started %v), attributes %v", lost.StartTime(), h[0].StartedAt, lost.Attributes())
+	}
+	if len(lost.Links()) != 1 || lost.Links()[0].SpanContext.SpanID().String() != h[0].SpanID {
+		t.Fatal("lost span is not linked to the span its worker recorded")
+	}
+	var rescue sdktrace.ReadOnlySpan
+	for _, s := range e.named("export") {
+		if attr(s, "tenure.attempt.rescue") == true {
+			rescue = s
+		}
+	}
+	if rescue == nil || attr(rescue, "tenure.attempt.outcome") != "succeeded" || attr(rescue, "tenure.attempt.rescues_before") != int64(1) {
+		t.Fatal("no succeeded rescue span with one rescue before it")
+	}
+	once.Do(func() { close(release) })
+}
+
+func TestTraces_RunStaysOneTraceAcrossASuspension(t *testing.T) {
+	for _, linked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("linked=%v", linked), func(t *testing.T) {
+			var opts []tenureotel.Option
+			if linked {
+				opts = append(opts, tenureotel.WithLinkedSegments())
+			}
+			e := newEnv(t, opts...)
+			var calls atomic.Int32
+			act := activities.New("sync", func(ctx context.Context, x in) (int, error) {
+				if calls.Add(1) == 1 {
+					return 0, errors.New("later")
+				}
+				return x.N, nil
+			}, policy.Constant(300*time.Millisecond), policy.Jitter(policy.NoJitter))
+			wf := sdk.NewWorkflow("syncer", func(ctx context.Context, x in) (int, error) { return sdk.Execute(ctx, act, x) })
+			w := e.worker(runtime.Config{MaxInProcessSleep: 10 * time.Millisecond}, wf)
+
+			ctx, caller := e.tp.Tracer("app").Start(t.Context(), "request")
+			run, _ := sdk.Start(ctx, e.client, wf, in{N: 2})
+			caller.End()
+			if _, err := run.Result(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if w.Stats().Suspended != 1 {
+				t.Fatal("the run did not suspend")
+			}
+			segments := e.named("run syncer")
+			if len(segments) != 2 {
+				t.Fatalf("%d segment spans, want 2 around the suspension", len(segments))
+			}
+			start := e.named("start syncer")[0]
+			for _, s := range segments {
+				if !linked && (s.SpanContext().TraceID() != caller.SpanContext().TraceID() || s.Parent().SpanID() != start.SpanContext().SpanID()) {
+					t.Errorf("segment %v is not a child of the start span in the caller's trace", s.Attributes())
+				}
+				if linked && (len(s.Links()) != 1 || s.Links()[0].SpanContext.SpanID() != start.SpanContext().SpanID()) {
+					t.Errorf("linked segment's links %v", s.Links())
+				}
+			}
+			outcomes := []any{attr(segments[0], "tenure.segment.outcome"), attr(segments[1], "tenure.segment.outcome")}
+			if !slices.Contains(outcomes, any("suspended")) || !slices.Contains(outcomes, any("completed")) {
+				t.Errorf("segment outcomes %v", outcomes)
+			}
+		})
+	}
+}
