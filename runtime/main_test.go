@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 // env is one test's isolated Tenure: a migrated schema, a pool and a client.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	schema string
@@ -45,7 +45,7 @@ type env struct {
 	gates  []*gate
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := t.Context()
 	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))

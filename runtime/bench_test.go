@@ -1,0 +1,79 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// BenchmarkThroughput measures how many runs per second one worker executes:
+// claim, each step checkpointed (attempt row committed before the call, step
+// and attempt closed after), completion. The runs are started before the
+// clock starts. Each sub-benchmark reports runs/s;
+// compare them within one run (the machine is shared and noisy):
+//
+//	go test ./runtime -run '^$' -bench Throughput -benchtime 2000x
+func BenchmarkThroughput(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		steps int
+		fail  bool
+	}{
+		{"steps=1", 1, false},
+		{"steps=5", 5, false},
+		{"steps=1/retry-once", 1, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b)
+			act := activities.New("work", func(ctx context.Context, x in) (int, error) {
+				if info, _ := activities.InfoFrom(ctx); c.fail && info.Attempt == 1 {
+					return 0, errors.New("transient")
+				}
+				return x.N + 1, nil
+			}, policy.Constant(time.Millisecond), policy.Jitter(policy.NoJitter))
+			wf := sdk.NewWorkflow("bench", func(ctx context.Context, x in) (int, error) {
+				for range c.steps {
+					n, err := sdk.Execute(ctx, act, x)
+					if err != nil {
+						return 0, err
+					}
+					x.N = n
+				}
+				return x.N, nil
+			})
+			runs := make([]*sdk.Run[int], b.N)
+			for i := range b.N {
+				r, err := sdk.Start(e.ctx, e.client, wf, in{N: i})
+				if err != nil {
+					b.Fatal(err)
+				}
+				runs[i] = r
+			}
+
+			// Only the worker is timed: from start until every run completed.
+			cfg := e.config()
+			cfg.Concurrency = 32
+			b.ResetTimer()
+			began := time.Now()
+			e.worker(cfg, wf)
+			done := fmt.Sprintf(`SELECT count(*) FROM %s.runs WHERE status = 'completed'`, e.schema)
+			for scalar[int](e, done) < b.N {
+				time.Sleep(5 * time.Millisecond)
+			}
+			elapsed := time.Since(began)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
+			for i, r := range runs {
+				if out, err := r.Result(e.ctx); err != nil || out != i+c.steps {
+					b.Fatalf("run %d: %d, %v", i, out, err)
+				}
+			}
+		})
+	}
+}
