@@ -104,14 +104,6 @@ func (e *execution) run() {
 	ctx := e.ctx
 	wf := e.w.workflowFor(e.claim.Workflow)
 
-	if e.claim.Reclaimed && e.claim.Reclaims > wf.MaxRescues() {
-		e.failRun(store.Failure{
-			Reason:       sdk.ReasonRescuesExhausted,
-			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started: the workflow or its worker crashes outside activities (budget %d)", e.claim.Reclaims, wf.MaxRescues()),
-			ErrorType:    "tenure.Backstop",
-		})
-		return
-	}
 	if e.claim.Reclaimed {
 		lost, err := e.w.store.MarkLost(e.writeCtx(), e.lease)
 		if err != nil {
@@ -125,6 +117,14 @@ func (e *execution) run() {
 				Attempt: l.Attempt, Rescue: l.Rescue, Epoch: l.Epoch, Worker: l.Worker,
 			}, l.StartedAt, TraceRef{TraceID: l.TraceID, SpanID: l.SpanID})
 		}
+	}
+	if e.claim.Reclaimed && e.claim.Reclaims > wf.MaxRescues() {
+		e.failRun(store.Failure{
+			Reason:       sdk.ReasonRescuesExhausted,
+			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started: the workflow or its worker crashes outside activities (budget %d)", e.claim.Reclaims, wf.MaxRescues()),
+			ErrorType:    "tenure.Backstop",
+		})
+		return
 	}
 	steps, err := e.w.store.Steps(ctx, e.claim.ID)
 	if err != nil {

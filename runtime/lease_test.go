@@ -242,3 +242,45 @@ func TestRescue_BackstopFailsRunThatCrashesOutsideActivities(t *testing.T) {
 		t.Fatalf("Result error = %v, want rescues_exhausted with no step", err)
 	}
 }
+
+func TestRequeue_IndeterminateRunInvokesTheAtMostOnceStepAgainByDecision(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	l := newLedger(e)
+	var calls atomic.Int32
+	charge := activities.New("charge", func(ctx context.Context, x in) (int, error) {
+		if err := l.record(ctx, activities.IdempotencyKey(ctx)); err != nil {
+			return 0, err
+		}
+		if calls.Add(1) == 1 {
+			g.wait()
+		}
+		return x.N, nil
+	}, policy.AtMostOnce())
+	wf := oneStep(charge)
+	e.worker(e.slowHeartbeat(), wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 3})
+	eventually(t, "charge attempt", func() bool { return g.waiting.Load() == 1 })
+	e.expireLease(run.ID)
+	e.worker(e.config(), wf)
+	if _, err := result(t, run); !errors.Is(err, sdk.ErrIndeterminate) {
+		t.Fatalf("Result error = %v, want indeterminate", err)
+	}
+	// An operator checked with the provider: the charge did not go through.
+	if err := e.client.Requeue(e.ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, run); err != nil || out != 3 {
+		t.Fatalf("after requeue Result = %d, %v", out, err)
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v", got)
+	}
+	h, _ := e.client.History(e.ctx, run.ID)
+	if h[1].Rescue {
+		t.Fatal("the attempt after a requeue is a fresh start, not a rescue")
+	}
+	if n := l.count(run.ID.String() + "/1"); n != 2 {
+		t.Fatalf("charge invoked %d times, want 2: once lost, once after the requeue", n)
+	}
+}

@@ -77,7 +77,11 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 	s.e.counts[s.n] = s.b
 
 	rescue := false
-	switch s.rec.LastStatus {
+	last := s.rec.LastStatus
+	if s.rec.LastAttempt <= s.rec.BudgetFrom {
+		last = "" // a requeue gave the step a fresh budget: earlier attempts no longer count
+	}
+	switch last {
 	case "lost":
 		// The last attempt's outcome is unknown.
 		if s.pol.AtMostOnce {
