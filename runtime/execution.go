@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tenurehq/tenure/activities"
@@ -29,6 +30,10 @@ type execution struct {
 	mu        sync.Mutex
 	lastRenew time.Time
 	lostOnce  sync.Once
+	// ending is set before the run's last write (completion, failure,
+	// hand-off). A heartbeat that then misses the lease may be seeing that
+	// very write, so it leaves the verdict to the write's fenced result.
+	ending atomic.Bool
 
 	seg Segment
 	end SegmentEnd // how the segment ended; set by the write that ended it
@@ -126,13 +131,16 @@ func (e *execution) run() {
 		})
 		return
 	}
-	steps, err := e.w.store.Steps(ctx, e.claim.ID)
-	if err != nil {
-		e.abandon("load steps", err)
-		return
+	e.steps = map[int]store.Step{}
+	if !e.claim.Fresh { // a run claimed for the first time has no steps: save the round trip
+		steps, err := e.w.store.Steps(ctx, e.claim.ID)
+		if err != nil {
+			e.abandon("load steps", err)
+			return
+		}
+		e.steps = steps
 	}
-	e.steps = steps
-	for n, s := range steps {
+	for n, s := range e.steps {
 		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
 	}
 
@@ -156,6 +164,7 @@ func (e *execution) run() {
 			ErrorType:    "tenure.PayloadTooLarge",
 		})
 	default:
+		e.ending.Store(true)
 		age, err := e.w.store.CompleteRun(e.writeCtx(), e.lease, o.output)
 		if err != nil {
 			e.writeFailed("complete run", err)
@@ -214,6 +223,7 @@ func (e *execution) runFailure(err error) store.Failure {
 
 // failRun ends the run with its failure row.
 func (e *execution) failRun(f store.Failure) {
+	e.ending.Store(true)
 	age, err := e.w.store.FailRun(e.writeCtx(), e.lease, f)
 	if err != nil {
 		e.writeFailed("fail run", err)
@@ -254,6 +264,7 @@ func (e *execution) release(why string) { e.releaseAfter(0, why) }
 
 // releaseAfter hands the run back to the queue, due after delay.
 func (e *execution) releaseAfter(delay time.Duration, why string) {
+	e.ending.Store(true)
 	if err := e.w.store.ReleaseRun(e.writeCtx(), e.lease, delay); err != nil {
 		e.writeFailed("release run", err)
 		return

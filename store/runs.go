@@ -68,6 +68,8 @@ type Claimed struct {
 	// QueueLag is how long the run waited after it was due (or after its
 	// previous lease expired) before this claim, by the database clock.
 	QueueLag time.Duration
+	// Fresh is true on a run's first claim: it has no steps to load yet.
+	Fresh bool
 }
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
@@ -78,7 +80,8 @@ type Claimed struct {
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		WITH due AS (
-			SELECT id, status AS old_status, coalesce(lease_expires_at, run_after) AS due_at
+			SELECT id, status AS old_status, coalesce(lease_expires_at, run_after) AS due_at,
+			       started_at IS NULL AS fresh
 			FROM {schema}.runs
 			WHERE workflow = ANY($1) AND queue = ANY($2)
 			  AND ((status = 'queued' AND run_after <= now())
@@ -97,7 +100,7 @@ func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int
 		FROM due
 		WHERE r.id = due.id
 		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.old_status = 'running', r.reclaims,
-		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0)`),
+		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh`),
 		workflows, queues, limit, claimant, ttl.Milliseconds())
 	if err != nil {
 		return nil, s.wrap("claim runs", err)
@@ -105,7 +108,7 @@ func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
 		var lagMS float64
-		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS)
+		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh)
 		c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
 		return c, err
 	})
