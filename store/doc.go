@@ -11,7 +11,10 @@
 //     result and treat "no row" as ErrLeaseLost, never as success.
 //   - A run that fails gets its failure row in the same statement, and so the
 //     same transaction, that marks it failed.
-//   - Failure rows are never deleted here.
+//   - Failure rows are never deleted by the runtime or by a cap. Only an
+//     operator's explicit retention call (PurgeFailures, the SQL function
+//     purge_failures or `tenure purge`) deletes them, and every deletion is
+//     counted in the audit log.
 //
 // All tables live in one schema (DefaultSchema unless WithSchema says
 // otherwise). A Store checks once that the schema exists and is at the version

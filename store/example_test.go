@@ -28,4 +28,5 @@ func ExampleMigrate() {
 	}
 	// Output:
 	// 1 init true
+	// 2 operator true
 }

@@ -98,33 +98,10 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) error {
 // RequeueRun puts a failed run back in the queue: same run ID, history kept,
 // the failed step given a fresh budget (attempts so far no longer count), the
 // open failure row marked requeued with the time and count. Idle workers are
-// woken.
+// woken. It is the SQL function requeue_run (one implementation for Go, the
+// CLI and SQL), so it also writes an audit_log row.
 func (s *Store) RequeueRun(ctx context.Context, id uuid.UUID) error {
-	err := s.pool.QueryRow(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs
-			SET status = 'queued', run_after = now(), requeues = requeues + 1, reclaims = 0,
-			    error_message = NULL, output = NULL, finished_at = NULL, updated_at = now()
-			WHERE id = $1 AND status = 'failed'
-			RETURNING id, queue, requeues),
-		f AS (
-			UPDATE {schema}.failures f
-			SET requeued_at = now(), requeue_count = r.requeues
-			FROM r
-			WHERE f.run_id = r.id AND f.requeued_at IS NULL
-			RETURNING f.run_id, f.step),
-		st AS (
-			UPDATE {schema}.steps s
-			SET status = 'running', reason = NULL, error_message = NULL, error_type = NULL, finished_at = NULL,
-			    budget_from = (SELECT coalesce(max(attempt), 0) FROM {schema}.attempts a
-			                   WHERE a.run_id = s.run_id AND a.step = s.step)
-			FROM f
-			WHERE s.run_id = f.run_id AND s.step = f.step)
-		SELECT pg_notify($2, queue)::text FROM r`), id, s.RunsChannel()).Scan(new(string))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s.explainMiss(ctx, id, ErrNotFailed)
-	}
-	return s.wrap("requeue run", err)
+	return s.RequeueRunWithNote(ctx, id, "")
 }
 
 // explainMiss tells "no such run" from "run in the wrong state".

@@ -1,0 +1,66 @@
+package store_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sqlBlock finds the ```sql blocks of a Markdown file.
+var sqlBlock = regexp.MustCompile("(?s)```sql\n(.*?)```")
+
+// TestDocs_SQLReferenceQueriesRun executes every sql block of docs/sql.md, in
+// order, against a schema holding failed, requeued and completed runs, with
+// the schema name and psql variables filled in. A query the docs show must
+// run.
+func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
+	doc, err := os.ReadFile("../docs/sql.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) < 15 {
+		t.Fatalf("found %d sql blocks in docs/sql.md; the parser or the doc is broken", len(blocks))
+	}
+	st := newStore(t)
+	h := newHistory(t, st)
+	failed := h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: "retries_exhausted"})
+	h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: "retries_exhausted"})
+	h.run(outcome{workflow: "import", activity: "fetch", errors: 1, reason: "non_retryable"})
+	h.run(outcome{workflow: "orders", activity: "email", errors: 2})
+
+	schema := pgx.Identifier{st.Schema()}.Sanitize() + "."
+	runID := "'" + failed.String() + "'"
+	requeued := 0
+	for i, b := range blocks {
+		q := strings.ReplaceAll(b[1], "tenure.", schema)
+		q = strings.ReplaceAll(q, ":'run_id'", runID+"::uuid")
+		rows, err := st.Pool().Query(t.Context(), q)
+		if err != nil {
+			t.Fatalf("block %d:\n%s\n%v", i+1, b[1], err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("block %d:\n%s\n%v", i+1, b[1], err)
+		}
+		if strings.Contains(q, "requeue_run(") {
+			requeued++
+		}
+	}
+	if requeued != 1 {
+		t.Fatalf("requeue_run ran %d times", requeued)
+	}
+	// The blocks requeued the failed run, requeued others and purged: the
+	// audit log says so.
+	audit, err := st.AuditLog(t.Context(), 0)
+	if err != nil || len(audit) < 5 {
+		t.Fatalf("audit log after the docs' queries: %+v, %v", audit, err)
+	}
+}

@@ -1,0 +1,115 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/store"
+)
+
+// TestDocs_LeastPrivilegeRolesAreEnough applies the grants of
+// docs/operations.md and checks that a worker role can do a worker's job
+// (and no DDL, no deletes), that an operator can requeue and purge, and
+// that a read-only role can look but not requeue.
+func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```sql\n(-- Workers.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("no grants block in docs/operations.md")
+	}
+	owner := newStore(t)
+	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	roles := map[string]string{}
+	grants := string(m[1])
+	for _, r := range []string{"tenure_worker", "tenure_operator", "tenure_readonly"} {
+		roles[r] = r + "_" + suffix
+		grants = strings.ReplaceAll(grants, r, roles[r])
+	}
+	ident := pgx.Identifier{owner.Schema()}.Sanitize()
+	grants = strings.ReplaceAll(grants, "tenure.", ident+".")
+	grants = strings.ReplaceAll(grants, "SCHEMA tenure ", "SCHEMA "+ident+" ")
+	t.Cleanup(func() {
+		for _, r := range roles {
+			_, _ = owner.Pool().Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %s; DROP ROLE IF EXISTS %s", r, r))
+		}
+	})
+	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
+		t.Fatalf("the documented grants: %v", err)
+	}
+	as := func(role string) *store.Store {
+		cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET ROLE "+role)
+			return err
+		}
+		pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		st, err := store.New(pool, store.WithSchema(owner.Schema()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	worker := as(roles["tenure_worker"])
+	if err := worker.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h := newHistory(t, worker) // start, claim, attempts, fail and complete, as the worker role
+	failed := h.run(outcome{workflow: "wf", activity: "a", errors: 2, reason: "retries_exhausted"})
+	h.run(outcome{workflow: "wf", activity: "a", errors: 1})
+	if err := worker.RequeueRun(t.Context(), failed); err != nil {
+		t.Fatalf("requeue as the worker role: %v", err)
+	}
+	for _, ddl := range []string{"CREATE TABLE {schema}.x (i int)", "DELETE FROM {schema}.runs", "DROP VIEW {schema}.open_failures"} {
+		_, err := worker.Pool().Exec(t.Context(), replaceSchema(ddl, worker.Schema()))
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+			t.Errorf("worker role: %s: %v, want insufficient_privilege", ddl, err)
+		}
+	}
+
+	h.run(outcome{workflow: "wf", activity: "b", errors: 1, reason: "non_retryable"})
+	readonly := as(roles["tenure_readonly"])
+	if _, err := readonly.RequeueFailures(t.Context(), store.RequeueFilter{Activity: "b"}, store.RequeueOptions{DryRun: true}); err != nil {
+		t.Errorf("read-only dry run: %v", err)
+	}
+	if _, err := readonly.RequeueFailures(t.Context(), store.RequeueFilter{Activity: "b"}, store.RequeueOptions{}); err == nil {
+		t.Error("the read-only role requeued")
+	}
+
+	operator := as(roles["tenure_operator"])
+	if done, err := operator.RequeueFailures(t.Context(), store.RequeueFilter{Activity: "b"}, store.RequeueOptions{Note: "op"}); err != nil || len(done) != 1 {
+		t.Errorf("operator requeue: %v, %v", done, err)
+	}
+	if _, err := operator.PurgeCompleted(t.Context(), store.PurgeOptions{OlderThan: time.Hour}); err != nil {
+		t.Errorf("operator purge: %v", err)
+	}
+	if _, err := operator.PurgeFailures(t.Context(), store.PurgeOptions{}); err != nil {
+		t.Errorf("operator purge of failures: %v", err)
+	}
+	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 4 || audit[3].Actor != roles["tenure_worker"] {
+		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)
+	}
+}

@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNoFilter is returned by RequeueFailures for a filter that sets nothing:
+// requeueing every open failure must be asked for with RequeueFilter.All.
+var ErrNoFilter = errors.New("requeue: give at least one filter (workflow, activity, reason, since, until) or ask for all")
+
+// RequeueRunWithNote is RequeueRun with a note (an incident number, say)
+// recorded in the audit_log row. It calls the SQL function requeue_run and
+// returns ErrNotFound for an unknown run and ErrNotFailed for a run that is
+// not failed.
+func (s *Store) RequeueRunWithNote(ctx context.Context, id uuid.UUID, note string) error {
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT {schema}.requeue_run($1, nullif($2, ''))`), id, note).Scan(new(int))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "P0002" || pgErr.Code == "55000") {
+		// requeue_run raised no_data_found or object_not_in_prerequisite_state.
+		return s.explainMiss(ctx, id, ErrNotFailed)
+	}
+	return s.wrap("requeue run", err)
+}
+
+// RequeueFilter selects open failures to requeue. Set fields must all match;
+// at least one must be set, or All.
+type RequeueFilter struct {
+	Workflow string
+	Activity string
+	Reason   string
+	Since    time.Time // failed at or after; zero: no lower bound
+	Until    time.Time // failed before; zero: no upper bound
+	// All matches every open failure when no other field is set. It exists
+	// so that "everything" is never the result of a forgotten flag.
+	All bool
+}
+
+func (f RequeueFilter) empty() bool {
+	return f.Workflow == "" && f.Activity == "" && f.Reason == "" && f.Since.IsZero() && f.Until.IsZero()
+}
+
+// RequeueOptions says how RequeueFailures runs. The zero value requeues
+// everything that matches in one statement with one audit row.
+type RequeueOptions struct {
+	// DryRun changes nothing and returns what would be requeued.
+	DryRun bool
+	// Note is recorded in the audit_log row(s).
+	Note string
+	// BatchSize, when positive, requeues at most this many runs per
+	// statement (and audit row), oldest failure first, so that a large
+	// requeue holds no long locks and can report progress. Failures that
+	// happen while it works are not picked up.
+	BatchSize int
+	// Progress, if set, is called after each batch with the runs requeued
+	// so far and the number that matched at the start.
+	Progress func(done, total int)
+}
+
+// RequeueCandidate is one open failure chosen by RequeueFailures.
+type RequeueCandidate struct {
+	RunID        uuid.UUID
+	Workflow     string
+	Step         int // 0 when the workflow itself failed
+	Activity     string
+	Reason       string
+	FailedAt     time.Time
+	ErrorMessage string
+	// Requeued is true when the run was put back; false in a dry run, or
+	// when someone else requeued it first.
+	Requeued bool
+}
+
+// RequeueFailures requeues, like RequeueRun, every run whose open failure
+// matches f, oldest failure first, through the SQL function
+// requeue_failures: each statement writes an audit_log row with the filter,
+// the count and the note. With o.DryRun it changes nothing and returns what
+// it would requeue. It returns ErrNoFilter when f sets nothing and All is
+// false.
+func (s *Store) RequeueFailures(ctx context.Context, f RequeueFilter, o RequeueOptions) ([]RequeueCandidate, error) {
+	if f.empty() && !f.All {
+		return nil, ErrNoFilter
+	}
+	if o.DryRun || o.BatchSize <= 0 {
+		out, err := s.requeueFailures(ctx, f, o.DryRun, o.Note, 0)
+		if err == nil && !o.DryRun && o.Progress != nil {
+			o.Progress(countRequeued(out), len(out))
+		}
+		return out, err
+	}
+	plan, err := s.requeueFailures(ctx, f, true, "", 0)
+	if err != nil || len(plan) == 0 {
+		return plan, err
+	}
+	// Pin the upper bound past the newest failure planned: a run requeued
+	// here that fails again gets a later failure row, which a later batch
+	// must not pick up (it would loop for as long as the run keeps failing).
+	var until time.Time
+	for _, c := range plan {
+		if next := c.FailedAt.Add(time.Microsecond); next.After(until) {
+			until = next
+		}
+	}
+	if f.Until.IsZero() || until.Before(f.Until) {
+		f.Until = until
+	}
+	var out []RequeueCandidate
+	done := 0
+	for range len(plan)/o.BatchSize + 2 { // bounded: each batch requeues or ends the loop
+		batch, err := s.requeueFailures(ctx, f, false, o.Note, o.BatchSize)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, batch...)
+		done += countRequeued(batch)
+		if o.Progress != nil {
+			o.Progress(done, len(plan))
+		}
+		if len(batch) < o.BatchSize || len(out) >= len(plan) {
+			break
+		}
+	}
+	return out, nil
+}
+
+func countRequeued(cs []RequeueCandidate) int {
+	n := 0
+	for _, c := range cs {
+		if c.Requeued {
+			n++
+		}
+	}
+	return n
+}
+
+// requeueFailures is one call of the SQL function requeue_failures.
+func (s *Store) requeueFailures(ctx context.Context, f RequeueFilter, dryRun bool, note string, maxRuns int) ([]RequeueCandidate, error) {
+	var limit *int
+	if maxRuns > 0 {
+		limit = &maxRuns
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT run_id, workflow, coalesce(step, 0), coalesce(activity, ''), reason, failed_at,
+		       coalesce(error_message, ''), requeued
+		FROM {schema}.requeue_failures(
+			workflow => nullif($1, ''), activity => nullif($2, ''), reason => nullif($3, ''),
+			since => CASE WHEN $9 THEN '-infinity'::timestamptz ELSE $4::timestamptz END,
+			until => $5::timestamptz, dry_run => $6, note => nullif($7, ''), max_runs => $8::integer)`),
+		f.Workflow, f.Activity, f.Reason, nullTime(f.Since), nullTime(f.Until), dryRun, note, limit,
+		f.All && f.Since.IsZero())
+	if err != nil {
+		return nil, s.wrap("requeue failures", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RequeueCandidate])
+	if err != nil {
+		return nil, s.wrap("requeue failures", err)
+	}
+	return out, nil
+}
+
+// nullTime is nil for the zero time, so that SQL sees NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// AuditEntry is one row of the audit log: a requeue or a retention run.
+type AuditEntry struct {
+	ID       int64
+	At       time.Time
+	Actor    string // the database role
+	Action   string // requeue, purge_completed, purge_failures
+	Runs     int64  // runs requeued or deleted
+	Failures int64  // failure rows deleted (purges)
+	Filter   map[string]any
+	RunIDs   []uuid.UUID // the runs a requeue put back
+	Note     string
+}
+
+// AuditLog returns the newest audit_log rows, newest first (limit 0: 100).
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT id, at, actor, action, runs, failures, filter, coalesce(run_ids, '{}'), coalesce(note, '')
+		FROM {schema}.audit_log
+		ORDER BY id DESC
+		LIMIT $1`), limit)
+	if err != nil {
+		return nil, s.wrap("read audit log", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
+	if err != nil {
+		return nil, s.wrap("read audit log", err)
+	}
+	return out, nil
+}
+
+// String describes an entry on one line, e.g.
+// "requeue 3 runs by postgres (INC-42)".
+func (e AuditEntry) String() string {
+	s := fmt.Sprintf("%s %d runs", e.Action, e.Runs)
+	if e.Failures > 0 {
+		s += fmt.Sprintf(" (%d failure rows)", e.Failures)
+	}
+	s += " by " + e.Actor
+	if e.Note != "" {
+		s += " (" + e.Note + ")"
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PurgeOptions selects what a retention run deletes.
+type PurgeOptions struct {
+	// OlderThan keeps runs that finished less than this long ago. It must
+	// not be negative; 0 deletes every finished run that qualifies.
+	OlderThan time.Duration
+	// Workflow limits the purge to one workflow; empty: all.
+	Workflow string
+	// DryRun counts what would be deleted and deletes nothing.
+	DryRun bool
+	// Note is recorded in the audit_log row.
+	Note string
+}
+
+// Purged counts what a retention run deleted (or would delete, dry run).
+type Purged struct {
+	Runs     int64 // runs deleted, with their steps and attempts
+	Failures int64 // failure rows deleted with them
+}
+
+// PurgeCompleted deletes runs that completed or were cancelled more than
+// o.OlderThan ago, through the SQL function purge_completed. Runs with
+// failure history are kept: only PurgeFailures deletes failure rows. Unless
+// it is a dry run it writes an audit_log row with the count.
+func (s *Store) PurgeCompleted(ctx context.Context, o PurgeOptions) (Purged, error) {
+	return s.purge(ctx, "purge_completed", o)
+}
+
+// PurgeFailures deletes runs with failure history (failed runs, and runs
+// that failed before a requeue) that finished more than o.OlderThan ago,
+// failure rows included, through the SQL function purge_failures. Failure
+// rows are never deleted otherwise: this is the explicit operator action the
+// design asks for, and unless it is a dry run it writes an audit_log row with
+// both counts.
+func (s *Store) PurgeFailures(ctx context.Context, o PurgeOptions) (Purged, error) {
+	return s.purge(ctx, "purge_failures", o)
+}
+
+// purge calls one of the two retention functions; fn is a constant.
+func (s *Store) purge(ctx context.Context, fn string, o PurgeOptions) (Purged, error) {
+	if o.OlderThan < 0 {
+		return Purged{}, fmt.Errorf("%s: negative age %s", fn, o.OlderThan)
+	}
+	var p Purged
+	err := s.pool.QueryRow(ctx, s.sql(`
+		SELECT runs_deleted, failures_deleted
+		FROM {schema}.`+fn+`($1::bigint * interval '1 microsecond', nullif($2, ''), $3, nullif($4, ''))`),
+		o.OlderThan.Microseconds(), o.Workflow, o.DryRun, o.Note).Scan(&p.Runs, &p.Failures)
+	return p, s.wrap(fn, err)
+}
