@@ -1,0 +1,27 @@
+// Command tenure is the operator CLI of Tenure: it migrates the schema, lists
+// runs and failures, shows a run's attempt timeline, explains a step's retry
+// policy, requeues failed runs (one, or by filter with a dry run) and applies
+// retention. It reads the database from DATABASE_URL.
+//
+//	tenure migrate up
+//	tenure failures list --since 24h
+//	tenure runs show 0192c3e4-...
+//	tenure failures requeue --activity charge --reason retries_exhausted --dry-run
+//
+// Tables are for people; --json gives the same data to scripts. Exit status:
+// 0 success, 1 error, 2 usage error, 3 not found, 4 schema missing or too new.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/tenurehq/tenure/store"
+)
+
+// Exit statuses, documented in the root command's help.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitSchema   = 4
+)
+
+const exitHelp = `Exit status:
+  0  success
+  1  error (database unreachable, run not in the right state, ...)
+  2  usage error (unknown command or flag, bad argument, DATABASE_URL not set)
+  3  not found (no such run or step)
+  4  schema missing or newer than this binary: run "tenure migrate up",
+     or upgrade tenure`
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitCode maps an error to the documented exit status.
+func exitCode(err error) int {
+	var u usageError
+	var q quiet
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &q):
+		return q.code
+	case errors.As(err, &u):
+		return exitUsage
+	case errors.Is(err, store.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, store.ErrSchemaMissing), errors.Is(err, store.ErrSchemaTooNew):
+		return exitSchema
+	}
+	// Cobra's own argument and command errors are plain errors.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "invalid argument"} {
+		if strings.HasPrefix(msg, p) {
+			return exitUsage
+		}
+	}
+	return exitError
+}
+
+// app is one invocation: global flags, output streams and, once opened, the
+// database.
+type app struct {
+	ctx    context.Context
+	stdout io.Writer
+	stderr io.Writer
+	schema string
+	json   bool
+
+	pool  *pgxpool.Pool
+	store *store.Store
+}
+
+// run executes the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{ctx: ctx, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if a.pool != nil {
+		a.pool.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tenure:", err)
+		if exitCode(err) == exitUsage {
+			fmt.Fprintln(stderr, `Run "tenure --help" for usage.`)
+		}
+	}
+	return exitCode(err)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tenure",
+		Short: "Operate Tenure: failures, requeues, run timelines, retention, migrations",
+		Long: `tenure is the operator CLI of Tenure, the durable-execution SDK for Go on
+PostgreSQL. It shows what failed, why and since when, puts failed runs back
+in the queue, explains retry policies and applies retention.
+
+It connects to the database named by the DATABASE_URL environment variable
+(a PostgreSQL URL or key=value string) and works in the schema named by
+--schema. Output is a table for people, or JSON with --json for scripts.
+
+` + exitHelp,
+		Example: `  export DATABASE_URL=postgres://tenure@db/app
+  tenure migrate up
+  tenure failures list --since 24h
+  tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
+  tenure explain 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e 2
+  tenure failures requeue --activity charge --reason retries_exhausted --dry-run
+  tenure purge --completed-older-than 30d`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          noArgs,
+		RunE:          func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	root.PersistentFlags().StringVar(&a.schema, "schema", store.DefaultSchema, "schema holding Tenure's tables")
+	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of tables")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
+		a.purgeCommand(), a.auditCommand())
+	return root
+}
+
+// group is a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	c.AddCommand(subs...)
+	return c
+}
+
+// noArgs rejects arguments, naming an unknown subcommand as such.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %d argument(s), got %d (see %s --help)", cmd.CommandPath(), n, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// open connects to DATABASE_URL. With check it also verifies that the schema
+// is migrated to the version this binary knows (ErrSchemaMissing otherwise).
+func (a *app) open(check bool) (*store.Store, error) {
+	if a.store != nil {
+		return a.store, nil
+	}
+	if err := store.ValidateSchema(a.schema); err != nil {
+		return nil, usageError{err}
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return nil, usagef("DATABASE_URL is not set: export DATABASE_URL=postgres://user@host/db")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's message may echo the URL, password included: keep it out.
+		return nil, usagef("DATABASE_URL is not a valid PostgreSQL connection string")
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(a.ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(a.ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to the database in DATABASE_URL: %w", err)
+	}
+	st, err := store.New(pool, store.WithSchema(a.schema))
+	if err != nil {
+		pool.Close()
+		return nil, usageError{err}
+	}
+	a.pool = pool
+	if check {
+		if err := st.Check(a.ctx); err != nil {
+			return nil, err
+		}
+	}
+	a.store = st
+	return st, nil
+}

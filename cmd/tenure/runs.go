@@ -1,0 +1,319 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/store"
+)
+
+var runStatuses = []string{"queued", "running", "completed", "failed", "cancelled"}
+
+func (a *app) runsCommand() *cobra.Command {
+	var f store.RunFilter
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Long: `List runs, newest first. DETAIL says why a failed run failed and which worker
+holds a running run, with the lease time left (negative: the lease expired
+and the run awaits rescue by the next worker that claims).`,
+		Example: `  tenure runs list --status running
+  tenure runs list --workflow place-order --status failed --limit 20`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
+				return usagef("unknown status %q: want one of %v", f.Status, runStatuses)
+			}
+			st, err := a.open(true)
+			if err != nil {
+				return err
+			}
+			runs, err := st.ListRuns(a.ctx, f)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				out := make([]runJSON, len(runs))
+				for i, r := range runs {
+					out[i] = newRunJSON(r)
+				}
+				return a.printJSON(out)
+			}
+			t := newTable(a.stdout, "RUN", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
+			for _, r := range runs {
+				t.row(r.ID, r.Workflow, r.Status, r.Queue, stamp(r.CreatedAt), runDetail(r))
+			}
+			return t.flush()
+		},
+	}
+	list.Flags().StringVar(&f.Workflow, "workflow", "", "only runs of this workflow")
+	list.Flags().StringVar(&f.Status, "status", "", "only runs in this status: queued, running, completed, failed, cancelled")
+	list.Flags().StringVar(&f.Queue, "queue", "", "only runs on this queue")
+	list.Flags().IntVar(&f.Limit, "limit", 100, "list at most this many runs")
+
+	show := &cobra.Command{
+		Use:   "show RUN_ID",
+		Short: "Show a run: its failure, and per step the effective policy and every attempt",
+		Long: `Show a run: its status, lease and failure reason, and for each step the
+effective retry policy in force and the attempt timeline (status, start,
+duration, the delay chosen before the next attempt and where it came from,
+worker, trace ID and error). Attempts made before a requeue are marked;
+they no longer count against the step's budgets.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.open(true)
+			if err != nil {
+				return err
+			}
+			return a.showRun(st, id)
+		},
+	}
+	return group("runs", "List runs and show a run's step and attempt timeline", list, show)
+}
+
+// runDetail is the DETAIL cell of runs list.
+func runDetail(r store.RunSummary) string {
+	switch {
+	case r.Status == "failed" && r.Step > 0:
+		return fmt.Sprintf("%s at step %d (%s)", r.Reason, r.Step, r.Activity)
+	case r.Status == "failed":
+		return r.Reason
+	case r.Status == "running" && r.LeaseLeft != nil:
+		return fmt.Sprintf("held by %s, lease %s left", r.Claimant, roughly(*r.LeaseLeft))
+	case r.Requeues > 0:
+		return fmt.Sprintf("requeued %d times", r.Requeues)
+	}
+	return "-"
+}
+
+func parseRunID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, usagef("invalid run ID %q: want a UUID", s)
+	}
+	return id, nil
+}
+
+// runJSON is a run as --json prints it.
+type runJSON struct {
+	ID          uuid.UUID  `json:"id"`
+	Workflow    string     `json:"workflow"`
+	Queue       string     `json:"queue"`
+	Status      string     `json:"status"`
+	Claimant    string     `json:"claimant,omitempty"`
+	Epoch       int64      `json:"epoch"`
+	Requeues    int        `json:"requeues"`
+	CreatedAt   time.Time  `json:"created_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	LeaseLeftMS *int64     `json:"lease_left_ms,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+	Step        int        `json:"step,omitempty"`
+	Activity    string     `json:"activity,omitempty"`
+}
+
+func newRunJSON(r store.RunSummary) runJSON {
+	j := runJSON{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status, Claimant: r.Claimant,
+		Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
+		Reason: r.Reason, Step: r.Step, Activity: r.Activity}
+	if r.LeaseLeft != nil {
+		ms := r.LeaseLeft.Milliseconds()
+		j.LeaseLeftMS = &ms
+	}
+	return j
+}
+
+// attemptJSON is an attempt as --json prints it.
+type attemptJSON struct {
+	Attempt       int        `json:"attempt"`
+	Status        string     `json:"status"`
+	Rescue        bool       `json:"rescue"`
+	BeforeRequeue bool       `json:"before_requeue"`
+	StartedAt     time.Time  `json:"started_at"`
+	EndedAt       *time.Time `json:"ended_at"`
+	DurationMS    int64      `json:"duration_ms"`
+	DelayMS       *int64     `json:"delay_ms"`
+	DelaySource   string     `json:"delay_source,omitempty"`
+	Worker        string     `json:"worker"`
+	Epoch         int64      `json:"epoch"`
+	TraceID       string     `json:"trace_id,omitempty"`
+	ErrorType     string     `json:"error_type,omitempty"`
+	ErrorMessage  string     `json:"error_message,omitempty"`
+}
+
+// stepJSON is a step as --json prints it.
+type stepJSON struct {
+	Step         int             `json:"step"`
+	Activity     string          `json:"activity"`
+	Status       string          `json:"status"`
+	Reason       string          `json:"reason,omitempty"`
+	ErrorMessage string          `json:"error_message,omitempty"`
+	Policy       json.RawMessage `json:"policy"`
+	PolicyText   string          `json:"policy_text"`
+	BudgetFrom   int             `json:"budget_from"`
+	Attempts     []attemptJSON   `json:"attempts"`
+}
+
+// failureJSON is a failure row as --json prints it.
+type failureJSON struct {
+	RunID        uuid.UUID  `json:"run_id"`
+	Workflow     string     `json:"workflow"`
+	Reason       string     `json:"reason"`
+	Step         int        `json:"step,omitempty"`
+	Activity     string     `json:"activity,omitempty"`
+	Attempts     int        `json:"attempts"`
+	Errors       int        `json:"errors"`
+	Rescues      int        `json:"rescues"`
+	ErrorType    string     `json:"error_type,omitempty"`
+	ErrorMessage string     `json:"error_message"`
+	FailedAt     time.Time  `json:"failed_at"`
+	RequeuedAt   *time.Time `json:"requeued_at,omitempty"`
+	RequeueCount int        `json:"requeue_count"`
+}
+
+func newFailureJSON(f store.FailureRow) failureJSON {
+	return failureJSON{RunID: f.RunID, Workflow: f.Workflow, Reason: f.Reason, Step: f.Step, Activity: f.Activity,
+		Attempts: f.Attempts, Errors: f.Errors, Rescues: f.Rescues, ErrorType: f.ErrorType,
+		ErrorMessage: f.ErrorMessage, FailedAt: f.FailedAt, RequeuedAt: f.RequeuedAt, RequeueCount: f.RequeueCount}
+}
+
+// policyText describes a recorded policy on one line.
+func policyText(raw []byte) string {
+	var p policy.Retry
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Sprintf("(unreadable: %v)", err)
+	}
+	return p.String()
+}
+
+func (a *app) showRun(st *store.Store, id uuid.UUID) error {
+	r, err := st.GetRun(a.ctx, id)
+	if err != nil {
+		return err
+	}
+	steps, err := st.StepRecords(a.ctx, id)
+	if err != nil {
+		return err
+	}
+	attempts, err := st.Attempts(a.ctx, id)
+	if err != nil {
+		return err
+	}
+	byStep := map[int][]attemptJSON{}
+	budgetFrom := map[int]int{}
+	for _, s := range steps {
+		budgetFrom[s.Step] = s.BudgetFrom
+	}
+	for _, at := range attempts {
+		j := attemptJSON{Attempt: at.Attempt, Status: at.Status, Rescue: at.Rescue,
+			BeforeRequeue: at.Attempt <= budgetFrom[at.Step], StartedAt: at.StartedAt, EndedAt: at.EndedAt,
+			DelaySource: at.DelaySource, Worker: at.Worker, Epoch: at.Epoch, TraceID: at.TraceID,
+			ErrorType: at.ErrorType, ErrorMessage: at.ErrorMessage}
+		end := time.Now()
+		if at.EndedAt != nil {
+			end = *at.EndedAt
+		}
+		j.DurationMS = end.Sub(at.StartedAt).Milliseconds()
+		if at.Delay != nil {
+			ms := at.Delay.Milliseconds()
+			j.DelayMS = &ms
+		}
+		byStep[at.Step] = append(byStep[at.Step], j)
+	}
+	out := struct {
+		Run     runJSON      `json:"run"`
+		Failure *failureJSON `json:"failure"`
+		Steps   []stepJSON   `json:"steps"`
+	}{Steps: []stepJSON{}}
+	out.Run = newRunJSON(store.RunSummary{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
+		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
+	if r.Failure != nil {
+		f := newFailureJSON(*r.Failure)
+		out.Failure = &f
+		out.Run.Reason, out.Run.Step, out.Run.Activity = f.Reason, f.Step, f.Activity
+	}
+	for _, s := range steps {
+		out.Steps = append(out.Steps, stepJSON{Step: s.Step, Activity: s.Activity, Status: s.Status, Reason: s.Reason,
+			ErrorMessage: s.ErrorMessage, Policy: json.RawMessage(s.Policy), PolicyText: policyText(s.Policy),
+			BudgetFrom: s.BudgetFrom, Attempts: append([]attemptJSON{}, byStep[s.Step]...)})
+	}
+	if a.json {
+		return a.printJSON(out)
+	}
+
+	w := a.stdout
+	t := newTable(w, "run", r.ID.String())
+	t.row("workflow", r.Workflow)
+	t.row("status", r.Status)
+	t.row("queue", r.Queue)
+	t.row("created", stamp(r.CreatedAt)+" ("+ago(r.CreatedAt)+")")
+	if r.FinishedAt != nil {
+		t.row("finished", stamp(*r.FinishedAt)+" ("+ago(*r.FinishedAt)+")")
+	}
+	if r.Requeues > 0 {
+		t.row("requeued", fmt.Sprintf("%d times", r.Requeues))
+	}
+	if r.Status == "running" {
+		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
+	}
+	if f := r.Failure; f != nil {
+		where := ""
+		if f.Step > 0 {
+			where = fmt.Sprintf(" at step %d (%s)", f.Step, f.Activity)
+		}
+		t.row("failure", fmt.Sprintf("%s%s after %d attempts (%d errors, %d rescues)", f.Reason, where, f.Attempts, f.Errors, f.Rescues))
+		t.row("error", clip(joinType(f.ErrorType, f.ErrorMessage), 200))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, s := range out.Steps {
+		head := fmt.Sprintf("\nstep %d  %s  %s", s.Step, s.Activity, s.Status)
+		if s.Reason != "" {
+			head += ": " + s.Reason
+		}
+		fmt.Fprintln(w, head)
+		fmt.Fprintf(w, "  policy  %s\n", s.PolicyText)
+		if s.BudgetFrom > 0 {
+			fmt.Fprintf(w, "  attempts up to %d were made before a requeue and no longer count (marked *)\n", s.BudgetFrom)
+		}
+		t := newTable(w, "  ATTEMPT", "STATUS", "STARTED", "DURATION", "DELAY NEXT", "SOURCE", "WORKER", "TRACE", "ERROR")
+		for _, at := range s.Attempts {
+			n := fmt.Sprint(at.Attempt)
+			if at.BeforeRequeue {
+				n += "*"
+			}
+			status := at.Status
+			if at.Rescue {
+				status += " (rescue)"
+			}
+			delay := "-"
+			if at.DelayMS != nil {
+				delay = roughly(time.Duration(*at.DelayMS) * time.Millisecond)
+			}
+			t.row("  "+n, status, stamp(at.StartedAt), roughly(time.Duration(at.DurationMS)*time.Millisecond),
+				delay, dash(at.DelaySource), at.Worker, dash(at.TraceID), dash(clip(at.ErrorMessage, 80)))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinType writes an error as "type: message", or just the message.
+func joinType(typ, msg string) string {
+	if typ == "" {
+		return msg
+	}
+	return typ + ": " + msg
+}
