@@ -98,7 +98,7 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		if terminal(row.Status) {
 			return row, nil
 		}
-		if err := c.sleep(ctx, conn); err != nil {
+		if err := c.sleep(ctx, conn, id); err != nil {
 			return store.Run{}, err
 		}
 	}
@@ -118,15 +118,21 @@ func (c *Client) listen(ctx context.Context) *pgxpool.Conn {
 	return conn
 }
 
-// sleep waits for any completion notice or the poll interval, whichever first.
-func (c *Client) sleep(ctx context.Context, conn *pgxpool.Conn) error {
+// sleep waits for the run's completion notice or the poll interval,
+// whichever comes first; notices of other runs are skipped without a query.
+func (c *Client) sleep(ctx context.Context, conn *pgxpool.Conn, id uuid.UUID) error {
 	waitCtx, cancel := context.WithTimeout(ctx, c.poll)
 	defer cancel()
-	if conn == nil {
-		<-waitCtx.Done()
-	} else if _, err := conn.Conn().WaitForNotification(waitCtx); err != nil && waitCtx.Err() == nil {
-		// The connection broke: fall back to polling for this wait.
-		<-waitCtx.Done()
+	want := id.String()
+	for conn != nil {
+		n, err := conn.Conn().WaitForNotification(waitCtx)
+		if err != nil {
+			break // the poll interval passed, or the connection broke: re-read the run
+		}
+		if n.Payload == want {
+			return ctx.Err()
+		}
 	}
+	<-waitCtx.Done()
 	return ctx.Err()
 }
