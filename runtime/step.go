@@ -312,6 +312,7 @@ func (s *stepRun) giveUp(reason, msg, typ string, end *store.AttemptEnd, cause .
 func (s *stepRun) wait(ctx context.Context, d time.Duration) {
 	e := s.e
 	if d > e.w.cfg.MaxInProcessSleep {
+		e.ending.Store(true)
 		if err := e.w.store.ReleaseRun(e.writeCtx(), e.lease, d); err != nil {
 			e.writeFailed("suspend run", err)
 			exit()

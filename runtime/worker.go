@@ -262,7 +262,9 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) bool {
 		w.runs.Go(func() {
 			defer func() {
 				w.mu.Lock()
-				delete(w.running, c.ID)
+				if w.running[c.ID] == e { // this worker may hold the run again under a newer lease
+					delete(w.running, c.ID)
+				}
 				w.mu.Unlock()
 				w.signal()
 			}()
@@ -352,9 +354,13 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			continue
 		}
 		for _, e := range held {
-			if renewed[e.lease] {
+			switch {
+			case renewed[e.lease]:
 				e.renewed(began)
-			} else {
+			case e.ending.Load():
+				// Our own last write may have ended the lease; its
+				// fenced result says whether the lease was lost.
+			default:
 				e.lose("heartbeat found the lease taken or the run cancelled")
 			}
 		}
