@@ -109,8 +109,12 @@ func (e *execution) run() {
 	ctx := e.ctx
 	wf := e.w.workflowFor(e.claim.Workflow)
 
-	if e.claim.Reclaimed {
-		lost, err := e.w.store.MarkLost(e.writeCtx(), e.lease)
+	var lost []store.LostAttempt
+	if !e.claim.Fresh {
+		// Attempts left running by an earlier lease (a crash, or a hand-off
+		// whose attempt could not be closed) are lost: their outcome is unknown.
+		var err error
+		lost, err = e.w.store.MarkLost(e.writeCtx(), e.lease)
 		if err != nil {
 			e.abandon("mark lost attempts", err)
 			return
@@ -123,7 +127,10 @@ func (e *execution) run() {
 			}, l.StartedAt, TraceRef{TraceID: l.TraceID, SpanID: l.SpanID})
 		}
 	}
-	if e.claim.Reclaimed && e.claim.Reclaims > wf.MaxRescues() {
+	// The backstop is for crashes outside activities: a reclaim that found a
+	// lost attempt is charged to that step's rescue budget instead (MarkLost
+	// reset the count).
+	if e.claim.Reclaimed && len(lost) == 0 && e.claim.Reclaims > wf.MaxRescues() {
 		e.failRun(store.Failure{
 			Reason:       sdk.ReasonRescuesExhausted,
 			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started: the workflow or its worker crashes outside activities (budget %d)", e.claim.Reclaims, wf.MaxRescues()),

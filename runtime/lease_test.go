@@ -284,3 +284,29 @@ func TestRequeue_IndeterminateRunInvokesTheAtMostOnceStepAgainByDecision(t *test
 		t.Fatalf("charge invoked %d times, want 2: once lost, once after the requeue", n)
 	}
 }
+
+func TestRescue_ActivityCrashIsChargedToTheStepNotTheWorkflowBackstop(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	var calls atomic.Int32
+	act := activities.New("export", func(ctx context.Context, x in) (int, error) {
+		if calls.Add(1) == 1 {
+			g.wait()
+		}
+		return x.N, nil
+	}, policy.MaxRescues(1))
+	// A workflow with no backstop budget at all: only crashes outside
+	// activities may fail it.
+	wf := sdk.NewWorkflow("strict", func(ctx context.Context, x in) (int, error) { return sdk.Execute(ctx, act, x) }, sdk.WithMaxRescues(0))
+	e.worker(e.slowHeartbeat(), wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 4})
+	eventually(t, "first attempt", func() bool { return g.waiting.Load() == 1 })
+	e.expireLease(run.ID)
+	e.worker(e.config(), wf)
+	if out, err := result(t, run); err != nil || out != 4 {
+		t.Fatalf("Result = %d, %v; want the step's rescue to complete the run", out, err)
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v", got)
+	}
+}

@@ -78,17 +78,25 @@ type LostAttempt struct {
 }
 
 // MarkLost closes the attempts a previous lease holder left running: their
-// outcome is unknown, so they are "lost" and charged to the rescue budget.
+// outcome is unknown, so they are "lost" and charged to the step's rescue
+// budget (and not to the run's backstop reclaim count, which it resets).
 // Fenced by the new lease, so only the current holder can judge them.
 func (s *Store) MarkLost(ctx context.Context, l Lease) ([]LostAttempt, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		UPDATE {schema}.attempts
-		SET status = 'lost', ended_at = now(),
-		    error_message = 'lease expired while the attempt ran: the worker died, froze or was cut off'
-		WHERE run_id = $1 AND status = 'running' AND epoch < $2
-		  AND EXISTS (SELECT 1 FROM {schema}.runs WHERE id = $1 AND epoch = $2 AND status = 'running')
-		RETURNING step, attempt, started_at, activity, is_rescue, epoch, worker,
-		          coalesce(trace_id, ''), coalesce(span_id, '')`), l.RunID, l.Epoch)
+		WITH lost AS (
+			UPDATE {schema}.attempts
+			SET status = 'lost', ended_at = now(),
+			    error_message = 'lease expired while the attempt ran: the worker died, froze or was cut off'
+			WHERE run_id = $1 AND status = 'running' AND epoch < $2
+			  AND EXISTS (SELECT 1 FROM {schema}.runs WHERE id = $1 AND epoch = $2 AND status = 'running')
+			RETURNING step, attempt, started_at, activity, is_rescue, epoch, worker,
+			          coalesce(trace_id, '') AS trace_id, coalesce(span_id, '') AS span_id),
+		-- A crash inside an activity is charged to the step's rescue budget,
+		-- not to the run's backstop count of crashes outside activities.
+		backstop AS (
+			UPDATE {schema}.runs SET reclaims = 0
+			WHERE id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM lost))
+		SELECT * FROM lost`), l.RunID, l.Epoch)
 	if err != nil {
 		return nil, s.wrap("mark lost attempts", err)
 	}
