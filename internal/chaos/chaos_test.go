@@ -1,0 +1,31 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// TestChaos_Short is the CI-sized chaos run: the chaos command's driver and
+// invariant checker on 200 runs, 3 workers, 20 s of kills and freezes.
+func TestChaos_Short(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := config{
+		URL: e.fleet.DatabaseURL, Schema: e.schema, Binary: workerBinary,
+		Runs: 200, Workers: 3, Concurrency: 8,
+		Duration: 20 * time.Second, Settle: 40 * time.Second, Interval: time.Second,
+		LeaseTTL: time.Second, Heartbeat: 250 * time.Millisecond, Poll: 50 * time.Millisecond,
+		PoisonEvery: 50, Seed: uint64(time.Now().UnixNano()),
+	}
+	sum, err := runChaos(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", sum)
+	if !sum.ok() {
+		t.Fatalf("%d invariant violations, %d worker crashes (seed %d)", len(sum.report.Violations), len(sum.crashes), cfg.Seed)
+	}
+	if sum.kills+sum.freezes == 0 || sum.report.Attempts["lost"] == 0 {
+		t.Fatalf("the run disrupted nothing: %d kills, %d freezes, %d lost attempts", sum.kills, sum.freezes, sum.report.Attempts["lost"])
+	}
+}

@@ -1,0 +1,505 @@
+// Package invariant checks, from the database alone, that Tenure kept its
+// failure-semantics promises over a chaos run: every run ended properly,
+// every attempt is accounted for, at-most-once steps ran at most once,
+// budgets held, fencing held. It reads Tenure's tables and the workload's
+// ledger and effects tables (package workload), and reports figures and
+// violations.
+package invariant
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/chaos/workload"
+)
+
+// Rule names one invariant.
+type Rule string
+
+// The invariants Check verifies. Each violation names one.
+const (
+	// RunEnded: every run is completed or failed; none is queued, running
+	// (stuck) or cancelled.
+	RunEnded Rule = "run-ended"
+	// FailureRow: a failed run has exactly one open failure row, with a
+	// reason; a completed run has none.
+	FailureRow Rule = "failure-row"
+	// CompletedSteps: a completed run has no step left unfinished, and its
+	// failed steps are indeterminate ones the workflow reconciled.
+	CompletedSteps Rule = "completed-steps"
+	// AttemptNumbers: a step's attempts are numbered 1..n without a gap.
+	AttemptNumbers Rule = "attempt-numbers"
+	// AttemptClosed: no attempt is left running.
+	AttemptClosed Rule = "attempt-closed"
+	// RetryBudget: the attempts that ended in an error never exceed the
+	// step's MaxAttempts.
+	RetryBudget Rule = "retry-budget"
+	// RescueBudget: the lost attempts never exceed the step's MaxRescues + 1
+	// (the last one is what exhausts the budget).
+	RescueBudget Rule = "rescue-budget"
+	// RescueFlag: the attempt after a lost one is a rescue, and only that one.
+	RescueFlag Rule = "rescue-flag"
+	// StepOutcome: a completed step has exactly one succeeded attempt, its
+	// last; any other step has none.
+	StepOutcome Rule = "step-outcome"
+	// EpochOrder: attempt epochs never decrease and never exceed the run's.
+	EpochOrder Rule = "epoch-order"
+	// Invocations: every attempt with a known outcome (succeeded, failed,
+	// timed_out, interrupted) was invoked exactly once, a lost attempt at
+	// most once, and nothing was invoked outside an attempt.
+	Invocations Rule = "invocations"
+	// AtMostOnce: an at-most-once step was invoked at most once, always.
+	AtMostOnce Rule = "at-most-once"
+	// AtLeastOnce: a completed at-least-once step was invoked at least once.
+	AtLeastOnce Rule = "at-least-once"
+	// ExactlyOnceEffect: a completed transactional step committed exactly
+	// one effect row; any other transactional step none.
+	ExactlyOnceEffect Rule = "exactly-once-effect"
+	// OneCompletion: no run announced its end twice (two accepted
+	// completions); with a listener that never lost its connection, every
+	// ended run announced it exactly once.
+	OneCompletion Rule = "one-completion"
+)
+
+// Rules lists every rule in report order, with what it promises.
+var Rules = []struct {
+	Rule Rule
+	Says string
+}{
+	{RunEnded, "every run completed or failed, none stuck"},
+	{FailureRow, "failed run: exactly one open failure row with a reason"},
+	{CompletedSteps, "completed run: every step completed (or reconciled)"},
+	{OneCompletion, "no run has two successful completions"},
+	{AttemptNumbers, "attempt numbers contiguous per step"},
+	{AttemptClosed, "every attempt row closed (none running)"},
+	{RetryBudget, "errors <= MaxAttempts"},
+	{RescueBudget, "lost <= MaxRescues + 1"},
+	{RescueFlag, "the attempt after a lost one is a rescue"},
+	{StepOutcome, "completed step: one succeeded attempt, the last"},
+	{EpochOrder, "attempt epochs non-decreasing, <= run epoch"},
+	{Invocations, "ledger: known outcome = 1 invocation, lost <= 1"},
+	{AtMostOnce, "at-most-once step: <= 1 invocation"},
+	{AtLeastOnce, "completed at-least-once step: >= 1 invocation"},
+	{ExactlyOnceEffect, "transactional step: one committed effect iff completed"},
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Rule   Rule
+	RunID  uuid.UUID
+	Step   int // 0: the run as a whole
+	Detail string
+}
+
+// String describes the violation on one line.
+func (v Violation) String() string {
+	if v.Step > 0 {
+		return fmt.Sprintf("%s: run %s step %d: %s", v.Rule, v.RunID, v.Step, v.Detail)
+	}
+	return fmt.Sprintf("%s: run %s: %s", v.Rule, v.RunID, v.Detail)
+}
+
+// Report is what Check found.
+type Report struct {
+	Runs        int            // runs in the schema
+	RunStatus   map[string]int // run status → runs
+	Failures    map[string]int // failure reason → failed runs
+	Steps       int            // steps of all runs
+	Attempts    map[string]int // attempt status → attempts
+	Rescues     int            // attempts flagged rescue
+	Invocations int            // ledger rows
+	// LostInvoked and LostNotInvoked split the lost attempts: the function
+	// had started (the ledger has its row), or the worker died between
+	// committing the attempt and invoking it.
+	LostInvoked, LostNotInvoked int
+	// ExtraInvocations is, over completed at-least-once steps, the
+	// invocations beyond one per step and one per attempt that returned an
+	// error or was interrupted: the reruns caused by lost attempts. It
+	// equals the lost attempts of those steps that had been invoked.
+	ExtraInvocations int
+	// LostOnCompletedSteps is the number of lost attempts, invoked or not,
+	// on completed at-least-once steps.
+	LostOnCompletedSteps int
+	AtMostOnceSteps      int // steps of at-most-once activities
+	Indeterminate        int // of which ended indeterminate
+	Effects              int // committed transactional effect rows
+	Notices              int // completion notices received, when counted
+	Violations           []Violation
+	// Checked counts, per rule, the runs or steps it was checked on.
+	Checked map[Rule]int
+}
+
+// OK reports whether no invariant was violated.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Options are inputs of Check beyond the database.
+type Options struct {
+	// Notices maps a run to the completion notices a listener saw for it
+	// (see Listener). Nil: the one-completion rule is not checked.
+	Notices map[uuid.UUID]int
+	// NoticesComplete says the listener never lost its connection, so an
+	// ended run with no notice is a violation too.
+	NoticesComplete bool
+}
+
+type runRow struct {
+	status       string
+	epoch        int64
+	openFailures int
+	reason       string
+}
+
+type stepRow struct {
+	runID       uuid.UUID
+	step        int
+	activity    string
+	status      string
+	reason      string
+	budgetFrom  int
+	maxAttempts int
+	maxRescues  int
+	atMostOnce  bool
+	tx          bool
+	effects     int
+}
+
+type attemptRow struct {
+	attempt int
+	status  string
+	epoch   int64
+	rescue  bool
+	ledger  int
+}
+
+type stepKey struct {
+	run  uuid.UUID
+	step int
+}
+
+// Check reads the runs of schema and checks every invariant. An error means
+// the check could not be made, not that an invariant failed.
+func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options) (*Report, error) {
+	s := pgx.Identifier{schema}.Sanitize()
+	r := &Report{
+		RunStatus: map[string]int{}, Failures: map[string]int{}, Attempts: map[string]int{},
+		Checked: map[Rule]int{},
+	}
+	runs := map[uuid.UUID]*runRow{}
+	rows, err := pool.Query(ctx, `
+		SELECT r.id, r.status, r.epoch, count(f.id), coalesce(min(f.reason), '')
+		FROM `+s+`.runs r
+		LEFT JOIN `+s+`.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
+		GROUP BY r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("invariant: read runs: %w", err)
+	}
+	var id uuid.UUID
+	var rr runRow
+	if _, err := pgx.ForEachRow(rows, []any{&id, &rr.status, &rr.epoch, &rr.openFailures, &rr.reason}, func() error {
+		c := rr
+		runs[id] = &c
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("invariant: read runs: %w", err)
+	}
+
+	var steps []*stepRow
+	rows, err = pool.Query(ctx, `
+		SELECT s.run_id, s.step, s.activity, s.status, coalesce(s.reason, ''), s.budget_from,
+		       coalesce((s.policy->>'max_attempts')::int, 0), coalesce((s.policy->>'max_rescues')::int, 0),
+		       coalesce((s.policy->>'at_most_once')::bool, false),
+		       s.activity = $1,
+		       (SELECT count(*) FROM `+s+`.effects e WHERE e.run_id = s.run_id AND e.step = s.step)
+		FROM `+s+`.steps s
+		ORDER BY s.run_id, s.step`, workload.ActivityTransactional)
+	if err != nil {
+		return nil, fmt.Errorf("invariant: read steps: %w", err)
+	}
+	var st stepRow
+	if _, err := pgx.ForEachRow(rows, []any{&st.runID, &st.step, &st.activity, &st.status, &st.reason,
+		&st.budgetFrom, &st.maxAttempts, &st.maxRescues, &st.atMostOnce, &st.tx, &st.effects}, func() error {
+		c := st
+		steps = append(steps, &c)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("invariant: read steps: %w", err)
+	}
+
+	attempts := map[stepKey][]attemptRow{}
+	rows, err = pool.Query(ctx, `
+		SELECT a.run_id, a.step, a.attempt, a.status, a.epoch, a.is_rescue,
+		       (SELECT count(*) FROM `+s+`.ledger l WHERE l.run_id = a.run_id AND l.step = a.step AND l.attempt = a.attempt)
+		FROM `+s+`.attempts a
+		ORDER BY a.run_id, a.step, a.attempt`)
+	if err != nil {
+		return nil, fmt.Errorf("invariant: read attempts: %w", err)
+	}
+	var k stepKey
+	var a attemptRow
+	if _, err := pgx.ForEachRow(rows, []any{&k.run, &k.step, &a.attempt, &a.status, &a.epoch, &a.rescue, &a.ledger}, func() error {
+		attempts[k] = append(attempts[k], a)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("invariant: read attempts: %w", err)
+	}
+
+	// Ledger rows that belong to no attempt: an invocation nobody recorded.
+	rows, err = pool.Query(ctx, `
+		SELECT l.run_id, l.step, l.attempt FROM `+s+`.ledger l
+		WHERE NOT EXISTS (SELECT 1 FROM `+s+`.attempts a
+		                  WHERE a.run_id = l.run_id AND a.step = l.step AND a.attempt = l.attempt)`)
+	if err != nil {
+		return nil, fmt.Errorf("invariant: read ledger: %w", err)
+	}
+	var orphan int
+	if _, err := pgx.ForEachRow(rows, []any{&k.run, &k.step, &orphan}, func() error {
+		r.add(Invocations, k.run, k.step, "invocation of attempt %d, which has no attempt row", orphan)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("invariant: read ledger: %w", err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+s+`.ledger), (SELECT count(*) FROM `+s+`.effects)`).
+		Scan(&r.Invocations, &r.Effects); err != nil {
+		return nil, fmt.Errorf("invariant: count ledger: %w", err)
+	}
+
+	r.checkRuns(runs, steps, opts)
+	for _, st := range steps {
+		r.checkStep(st, attempts[stepKey{st.runID, st.step}], runs[st.runID])
+	}
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].Rule < r.Violations[j].Rule })
+	return r, nil
+}
+
+func (r *Report) add(rule Rule, run uuid.UUID, step int, format string, args ...any) {
+	r.Violations = append(r.Violations, Violation{Rule: rule, RunID: run, Step: step, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (r *Report) checkRuns(runs map[uuid.UUID]*runRow, steps []*stepRow, opts Options) {
+	unfinished := map[uuid.UUID][]string{}
+	for _, st := range steps {
+		if st.status == "completed" || st.status == "failed" && st.reason == "indeterminate" {
+			continue
+		}
+		unfinished[st.runID] = append(unfinished[st.runID], fmt.Sprintf("step %d %s (%s)", st.step, st.status, st.reason))
+	}
+	r.Runs = len(runs)
+	for id, run := range runs {
+		r.RunStatus[run.status]++
+		r.Checked[RunEnded]++
+		switch run.status {
+		case "completed":
+			r.Checked[FailureRow]++
+			if run.openFailures != 0 {
+				r.add(FailureRow, id, 0, "completed with %d open failure rows", run.openFailures)
+			}
+			r.Checked[CompletedSteps]++
+			if u := unfinished[id]; len(u) > 0 {
+				r.add(CompletedSteps, id, 0, "completed with %s", strings.Join(u, ", "))
+			}
+		case "failed":
+			r.Checked[FailureRow]++
+			r.Failures[run.reason]++
+			if run.openFailures != 1 || run.reason == "" {
+				r.add(FailureRow, id, 0, "failed with %d open failure rows (reason %q)", run.openFailures, run.reason)
+			}
+		default:
+			r.add(RunEnded, id, 0, "status %s", run.status)
+		}
+		if opts.Notices == nil {
+			continue
+		}
+		r.Checked[OneCompletion]++
+		n := opts.Notices[id]
+		r.Notices += n
+		ended := run.status == "completed" || run.status == "failed"
+		switch {
+		case n > 1:
+			r.add(OneCompletion, id, 0, "%d completion notices: more than one end was accepted", n)
+		case n == 0 && ended && opts.NoticesComplete:
+			r.add(OneCompletion, id, 0, "ended (%s) without a completion notice", run.status)
+		}
+	}
+}
+
+func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
+	r.Steps++
+	key := st.runID
+	for _, rule := range []Rule{AttemptNumbers, AttemptClosed, RetryBudget, RescueBudget, RescueFlag, StepOutcome, EpochOrder, Invocations} {
+		r.Checked[rule]++
+	}
+	var errs, lost, lostCharged, succeeded, invocations, known int
+	lastSucceeded := false
+	for i, a := range as {
+		r.Attempts[a.status]++
+		invocations += a.ledger
+		if a.rescue {
+			r.Rescues++
+		}
+		if a.attempt != i+1 {
+			r.add(AttemptNumbers, key, st.step, "attempt %d at position %d", a.attempt, i+1)
+		}
+		if i > 0 && a.epoch < as[i-1].epoch {
+			r.add(EpochOrder, key, st.step, "attempt %d epoch %d after epoch %d", a.attempt, a.epoch, as[i-1].epoch)
+		}
+		if run != nil && a.epoch > run.epoch {
+			r.add(EpochOrder, key, st.step, "attempt %d epoch %d above the run's %d", a.attempt, a.epoch, run.epoch)
+		}
+		if afterLost := i > 0 && as[i-1].status == "lost"; a.rescue != afterLost {
+			r.add(RescueFlag, key, st.step, "attempt %d rescue=%v after a %s attempt", a.attempt, a.rescue, prev(as, i))
+		}
+		lastSucceeded = false
+		switch a.status {
+		case "running":
+			r.add(AttemptClosed, key, st.step, "attempt %d still running", a.attempt)
+		case "succeeded":
+			succeeded++
+			lastSucceeded = true
+		case "failed", "timed_out":
+			if a.attempt > st.budgetFrom {
+				errs++
+			}
+		case "lost":
+			lost++
+			if a.attempt > st.budgetFrom {
+				lostCharged++
+			}
+			if a.ledger > 0 {
+				r.LostInvoked++
+			} else {
+				r.LostNotInvoked++
+			}
+		}
+		switch a.status {
+		case "succeeded", "failed", "timed_out", "interrupted":
+			known++
+			if a.ledger != 1 {
+				r.add(Invocations, key, st.step, "attempt %d ended %s with %d invocations, want 1", a.attempt, a.status, a.ledger)
+			}
+		case "lost":
+			if a.ledger > 1 {
+				r.add(Invocations, key, st.step, "lost attempt %d invoked %d times", a.attempt, a.ledger)
+			}
+		}
+	}
+	if errs > st.maxAttempts {
+		r.add(RetryBudget, key, st.step, "%d errors, MaxAttempts %d", errs, st.maxAttempts)
+	}
+	if lostCharged > st.maxRescues+1 {
+		r.add(RescueBudget, key, st.step, "%d lost attempts, MaxRescues %d", lostCharged, st.maxRescues)
+	}
+	completed := st.status == "completed"
+	switch {
+	case completed && (succeeded != 1 || !lastSucceeded):
+		r.add(StepOutcome, key, st.step, "completed with %d succeeded attempts (last succeeded: %v)", succeeded, lastSucceeded)
+	case !completed && succeeded != 0:
+		r.add(StepOutcome, key, st.step, "%s with %d succeeded attempts", st.status, succeeded)
+	}
+	if st.atMostOnce {
+		r.AtMostOnceSteps++
+		r.Checked[AtMostOnce]++
+		if st.reason == "indeterminate" {
+			r.Indeterminate++
+		}
+		if invocations > 1 {
+			r.add(AtMostOnce, key, st.step, "at-most-once step invoked %d times", invocations)
+		}
+	} else if completed {
+		r.Checked[AtLeastOnce]++
+		if invocations < 1 {
+			r.add(AtLeastOnce, key, st.step, "completed without an invocation")
+		}
+		r.ExtraInvocations += invocations - known
+		r.LostOnCompletedSteps += lost
+	}
+	if st.tx {
+		r.Checked[ExactlyOnceEffect]++
+		want := 0
+		if completed {
+			want = 1
+		}
+		if st.effects != want {
+			r.add(ExactlyOnceEffect, key, st.step, "%s with %d committed effects, want %d", st.status, st.effects, want)
+		}
+	}
+}
+
+func prev(as []attemptRow, i int) string {
+	if i == 0 {
+		return "no"
+	}
+	return as[i-1].status
+}
+
+// Write prints the figures and one line per rule (checked, violations),
+// then the first violations, as a table.
+func (r *Report) Write(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "runs\t%d\t%s\n", r.Runs, counts(r.RunStatus))
+	fmt.Fprintf(tw, "failures\t%d\t%s\n", r.RunStatus["failed"], counts(r.Failures))
+	fmt.Fprintf(tw, "steps\t%d\tat-most-once %d (indeterminate %d)\n", r.Steps, r.AtMostOnceSteps, r.Indeterminate)
+	total := 0
+	for _, n := range r.Attempts {
+		total += n
+	}
+	fmt.Fprintf(tw, "attempts\t%d\t%s; rescues %d\n", total, counts(r.Attempts), r.Rescues)
+	fmt.Fprintf(tw, "invocations\t%d\tlost attempts invoked %d, not yet invoked %d\n", r.Invocations, r.LostInvoked, r.LostNotInvoked)
+	fmt.Fprintf(tw, "at-least-once reruns\t%d\textra invocations on completed steps (lost attempts there: %d)\n", r.ExtraInvocations, r.LostOnCompletedSteps)
+	fmt.Fprintf(tw, "transactional effects\t%d\tcommitted rows\n", r.Effects)
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	byRule := map[Rule]int{}
+	for _, v := range r.Violations {
+		byRule[v.Rule]++
+	}
+	fmt.Fprintln(tw, "invariant\tchecked\tviolations\tresult")
+	for _, rl := range Rules {
+		res := "ok"
+		if byRule[rl.Rule] > 0 {
+			res = "VIOLATED"
+		}
+		checked := fmt.Sprint(r.Checked[rl.Rule])
+		if _, ok := r.Checked[rl.Rule]; !ok && rl.Rule == OneCompletion {
+			checked, res = "-", "not checked"
+		}
+		fmt.Fprintf(tw, "%s: %s\t%s\t%d\t%s\n", rl.Rule, rl.Says, checked, byRule[rl.Rule], res)
+	}
+	_ = tw.Flush()
+	for i, v := range r.Violations {
+		if i == 20 {
+			fmt.Fprintf(w, "... and %d more violations\n", len(r.Violations)-i)
+			break
+		}
+		fmt.Fprintln(w, "VIOLATION", v)
+	}
+}
+
+// counts formats a map of counts as "a 3, b 1", largest first.
+func counts(m map[string]int) string {
+	keys := slices.Collect(maps.Keys(m))
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/chaos/fleet"
+	"github.com/tenurehq/tenure/internal/chaos/workload"
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// hang is a step whose first attempt outlives any test: the worker running
+// it is killed or frozen mid-flight; later attempts are quick.
+func hang(kind workload.Kind) workload.Step {
+	return workload.Step{Kind: kind, FirstSleepMS: 10 * 60 * 1000, SleepMS: 10}
+}
+
+// attempt describes one attempt as the scenarios compare them.
+type attempt struct {
+	status string
+	worker string
+	epoch  int64
+	rescue bool
+}
+
+func (e *env) attempts(id uuid.UUID, step int) []attempt {
+	e.t.Helper()
+	var out []attempt
+	for _, a := range e.history(id) {
+		if a.Step == step {
+			out = append(out, attempt{a.Status, a.Worker, a.Epoch, a.Rescue})
+		}
+	}
+	return out
+}
+
+func TestKill_AtLeastOnceIsRescuedAtMostOnceIsNotRerun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.worker("doomed")
+	alo := e.start(hang(workload.AtLeastOnce))
+	tx := e.start(hang(workload.Transactional))
+	amo := e.start(hang(workload.AtMostOnce))
+	reconciled := e.start(workload.Step{Kind: workload.AtMostOnce, FirstSleepMS: 10 * 60 * 1000, Reconcile: true})
+	e.inFlight(alo, tx, amo, reconciled)
+
+	if err := a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, a)
+	if !a.KilledBy(syscall.SIGKILL) {
+		t.Fatalf("worker exited with code %d, want killed by SIGKILL", a.ExitCode())
+	}
+	e.worker("rescuer")
+
+	// At-least-once: rerun on the other worker, charged to rescues.
+	for _, id := range []uuid.UUID{alo, tx} {
+		out := e.completed(id)
+		want := []attempt{{"lost", "doomed", 1, false}, {"succeeded", "rescuer", 2, true}}
+		if got := e.attempts(id, 1); !slices.Equal(got, want) {
+			t.Errorf("run %s attempts %v, want %v", id, got, want)
+		}
+		if m := out.Marks[0]; m.Worker != "rescuer" || m.Epoch != 2 || m.Attempt != 2 {
+			t.Errorf("recorded output %+v, want the rescuer's attempt 2 at epoch 2", m)
+		}
+		steps, err := e.store.Steps(e.ctx, id)
+		if err != nil || steps[1].Rescues != 1 || steps[1].Errors != 0 {
+			t.Errorf("step budgets %+v, %v; want 1 rescue, 0 errors", steps[1], err)
+		}
+		if n := e.invocations(id, 1); n != 2 {
+			t.Errorf("at-least-once step invoked %d times, want 2 (the lost attempt and its rescue)", n)
+		}
+	}
+	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.effects WHERE run_id = $1`, tx); n != 1 {
+		t.Errorf("transactional step committed %d effects, want exactly 1", n)
+	}
+
+	// At-most-once, unhandled: never rerun, the run fails indeterminate.
+	_, err := e.result(amo)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonIndeterminate || !errors.Is(err, sdk.ErrIndeterminate) {
+		t.Fatalf("at-most-once run: %v, want indeterminate", err)
+	}
+	if got := e.attempts(amo, 1); !slices.Equal(got, []attempt{{"lost", "doomed", 1, false}}) {
+		t.Errorf("at-most-once attempts %v, want only the lost one", got)
+	}
+	if n := e.invocations(amo, 1); n != 1 {
+		t.Errorf("at-most-once step invoked %d times, want 1", n)
+	}
+
+	// At-most-once, handled: the workflow's reconcile path runs instead.
+	out := e.completed(reconciled)
+	if out.Reconciled != 1 || e.invocations(reconciled, 1) != 1 || e.invocations(reconciled, 2) != 1 {
+		t.Errorf("reconciled run: %+v, invocations %d and %d; want one charge and one reconcile",
+			out, e.invocations(reconciled, 1), e.invocations(reconciled, 2))
+	}
+	e.check()
+}
+
+func TestPoisonPill_IsQuarantinedWhileTheFleetKeepsWorking(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var workers []*fleet.Worker
+	for i := range workload.PoisonMaxRescues + 2 { // one more than the pill can kill
+		workers = append(workers, e.worker(fmt.Sprintf("w%d", i)))
+	}
+	poison := e.start(workload.Step{Kind: workload.Poison})
+	var others []uuid.UUID
+	for range 12 {
+		others = append(others, e.start(
+			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 100},
+			workload.Step{Kind: workload.Transactional, SleepMS: 50}))
+	}
+
+	_, err := e.result(poison)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonRescuesExhausted || re.Step != 1 || re.Activity != workload.ActivityPoison {
+		t.Fatalf("poison run: %v, want rescues_exhausted at step 1", err)
+	}
+	want := []string{"1.1:lost", "1.2:lost", "1.3:lost"}
+	if got := e.statuses(poison); !slices.Equal(got, want) {
+		t.Errorf("poison attempts %v, want %v", got, want)
+	}
+	fs, err := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: poison})
+	if err != nil || len(fs) != 1 || fs[0].Rescues != workload.PoisonMaxRescues+1 || fs[0].Errors != 0 {
+		t.Fatalf("failure rows %+v, %v; want one with %d rescues and no errors", fs, err, workload.PoisonMaxRescues+1)
+	}
+	for _, id := range others {
+		e.completed(id)
+	}
+	// Each attempt killed the process that ran it, and only that one.
+	dead := 0
+	for _, w := range workers {
+		select {
+		case <-w.Done():
+			dead++
+			if !w.KilledBy(syscall.SIGKILL) {
+				t.Errorf("worker %s exited with code %d, want killed by SIGKILL", w.Label, w.ExitCode())
+			}
+		default:
+		}
+	}
+	pids := mustQuery[int](e, `SELECT count(DISTINCT pid) FROM {schema}.ledger WHERE run_id = $1`, poison)
+	if dead != workload.PoisonMaxRescues+1 || pids != dead || e.invocations(poison, 1) != dead {
+		t.Errorf("%d workers died, %d distinct pids invoked the pill %d times; want %d of each",
+			dead, pids, e.invocations(poison, 1), workload.PoisonMaxRescues+1)
+	}
+	for _, w := range workers {
+		select {
+		case <-w.Done():
+		default:
+			stopGracefully(t, w)
+		}
+	}
+	e.check()
+}
+
+func TestFreeze_StaleWorkerIsFencedAfterSIGCONT(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	frozen := e.worker("frozen")
+	// Stubborn: when the frozen worker resumes, its attempt returns success
+	// whatever its context says, so it does try to record the step.
+	id := e.start(workload.Step{Kind: workload.AtLeastOnce, FirstSleepMS: 1500, SleepMS: 10, Stubborn: true})
+	e.inFlight(id)
+	if err := frozen.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	taker := e.worker("taker")
+	out := e.completed(id)
+	if m := out.Marks[0]; m.Worker != "taker" || m.Epoch != 2 {
+		t.Fatalf("recorded output %+v, want the taker's at epoch 2", m)
+	}
+
+	if err := frozen.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Its drain waits for the stale attempt, which returns and tries to
+	// complete the step under epoch 1.
+	stopGracefully(t, frozen)
+	st, ok := frozen.ExitStats()
+	if !ok || st.LeasesLost != 1 || st.Completed != 0 || st.Claimed != 1 {
+		t.Errorf("frozen worker stats %+v (printed: %v); want 1 claim, 1 lease lost, 0 completions", st, ok)
+	}
+	if n := frozen.Count("tenure: lease lost"); n != 1 {
+		t.Errorf("frozen worker logged %d lost leases, want 1", n)
+	}
+	stopGracefully(t, taker)
+	if st, _ := taker.ExitStats(); st.LeasesLost != 0 || st.Completed != 1 {
+		t.Errorf("taker stats %+v; want 1 completion, no lease lost", st)
+	}
+
+	want := []attempt{{"lost", "frozen", 1, false}, {"succeeded", "taker", 2, true}}
+	if got := e.attempts(id, 1); !slices.Equal(got, want) {
+		t.Errorf("attempts %v, want %v (both leases, the stale write refused)", got, want)
+	}
+	if ep := mustQuery[int64](e, `SELECT epoch FROM {schema}.runs WHERE id = $1`, id); ep != 2 {
+		t.Errorf("run epoch %d, want 2", ep)
+	}
+	if n := e.notices.Count(id); n != 1 {
+		t.Errorf("%d completion notices, want exactly 1", n)
+	}
+	if n := e.invocations(id, 1); n != 2 {
+		t.Errorf("step invoked %d times, want 2 (at-least-once runs twice across a freeze)", n)
+	}
+	e.check()
+}
+
+func TestLabels_TwoLiveWorkersWithOneLabelDoNotInterfere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	small := func(c *fleet.Config) { c.Concurrency = 4 }
+	a := e.worker("same-label", small)
+	b := e.worker("same-label", small)
+	var ids []uuid.UUID
+	for range 20 {
+		ids = append(ids, e.start(
+			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 150},
+			workload.Step{Kind: workload.AtMostOnce, SleepMS: 20},
+			workload.Step{Kind: workload.Transactional, SleepMS: 20}))
+	}
+	for _, id := range ids {
+		e.completed(id)
+	}
+	stopGracefully(t, a)
+	stopGracefully(t, b)
+	sa, _ := a.ExitStats()
+	sb, _ := b.ExitStats()
+	if sa.LeasesLost+sb.LeasesLost != 0 || sa.Completed+sb.Completed != 20 || sa.Completed == 0 || sb.Completed == 0 {
+		t.Errorf("stats %+v and %+v: want both working, 20 completions, no lease lost", sa, sb)
+	}
+	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.attempts WHERE status <> 'succeeded' OR epoch <> 1`); n != 0 {
+		t.Errorf("%d attempts not succeeded at the first epoch: the workers disturbed each other", n)
+	}
+	if n := mustQuery[int](e, `SELECT count(DISTINCT pid) FROM {schema}.ledger`); n != 2 {
+		t.Errorf("%d processes invoked activities, want 2", n)
+	}
+	e.check()
+}
+
+func TestRollout_WorkerWithANewLabelRecoversTheOldOnesRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	old := e.worker("pod-7f9c4-old")
+	var ids []uuid.UUID
+	for range 5 {
+		ids = append(ids, e.start(hang(workload.AtLeastOnce), workload.Step{Kind: workload.Transactional, SleepMS: 10}))
+	}
+	e.inFlight(ids...)
+	if err := old.Kill(); err != nil { // the node is gone: no graceful shutdown
+		t.Fatal(err)
+	}
+	waitExit(t, old)
+	e.worker("pod-2b1d8-new")
+	for _, id := range ids {
+		e.completed(id)
+		want := []attempt{{"lost", "pod-7f9c4-old", 1, false}, {"succeeded", "pod-2b1d8-new", 2, true}}
+		if got := e.attempts(id, 1); !slices.Equal(got, want) {
+			t.Errorf("run %s attempts %v, want %v", id, got, want)
+		}
+	}
+	e.check()
+}
+
+func TestShutdown_SIGTERMInterruptsWithoutChargingABudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	draining := e.worker("draining", func(c *fleet.Config) { c.Drain = 300 * time.Millisecond })
+	var ids []uuid.UUID
+	for range 3 {
+		ids = append(ids, e.start(hang(workload.AtLeastOnce)))
+	}
+	e.inFlight(ids...)
+	stopGracefully(t, draining)
+	if st, ok := draining.ExitStats(); !ok || st.Released != 3 || st.LeasesLost != 0 {
+		t.Fatalf("stats %+v (printed: %v); want 3 runs handed back, no lease lost", st, ok)
+	}
+	for _, id := range ids {
+		if s := mustQuery[string](e, `SELECT status FROM {schema}.runs WHERE id = $1`, id); s != "queued" {
+			t.Fatalf("run %s is %s after the shutdown, want queued (handed back)", id, s)
+		}
+	}
+
+	e.worker("successor")
+	for _, id := range ids {
+		e.completed(id)
+		want := []attempt{{"interrupted", "draining", 1, false}, {"succeeded", "successor", 2, false}}
+		if got := e.attempts(id, 1); !slices.Equal(got, want) {
+			t.Errorf("run %s attempts %v, want %v", id, got, want)
+		}
+		steps, err := e.store.Steps(e.ctx, id)
+		if err != nil || steps[1].Errors != 0 || steps[1].Rescues != 0 {
+			t.Errorf("step budgets %+v, %v; want nothing charged", steps[1], err)
+		}
+	}
+	e.check()
+}
+
+func TestPostgresRestart_WorkersReconnectAndEveryRunFinishes(t *testing.T) {
+	t.Parallel()
+	cluster, err := pgtest.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	e := newEnvOn(t, cluster.URL(), "public")
+	w1 := e.worker("w1")
+	w2 := e.worker("w2")
+	var ids []uuid.UUID
+	for range 30 {
+		ids = append(ids, e.start(
+			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 300},
+			workload.Step{Kind: workload.Transactional, SleepMS: 100},
+			workload.Step{Kind: workload.AtMostOnce, SleepMS: 200, Reconcile: true},
+			workload.Step{Kind: workload.Flaky, Failures: 1, SleepMS: 50},
+			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 200}))
+	}
+	// Every run in flight or done, several steps deep, then the network blip.
+	e.eventually("runs in flight", func() (bool, error) {
+		n, err := query[int](e, `SELECT count(DISTINCT run_id) FROM {schema}.ledger`)
+		return n >= 16, err
+	})
+	terminated := mustQuery[int](e, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'`)
+	t.Logf("terminated %d backends", terminated)
+	progress := func(what string) {
+		before, _ := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+		e.eventually(what, func() (bool, error) {
+			n, err := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+			return n > before+10, err
+		})
+	}
+	progress("progress after pg_terminate_backend")
+
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	progress("progress after pg_ctl restart")
+	for _, id := range ids {
+		e.completed(id)
+	}
+	for _, w := range []*fleet.Worker{w1, w2} {
+		st, err := w.Stats(e.ctx) // alive and answering after both outages
+		if err != nil {
+			t.Fatalf("worker %s: %v", w.Label, err)
+		}
+		t.Logf("worker %s: %+v", w.Label, st)
+		stopGracefully(t, w)
+	}
+	rep := e.check()
+	t.Logf("lost attempts %d (invoked %d), indeterminate at-most-once steps reconciled %d, extra at-least-once invocations %d",
+		rep.Attempts["lost"], rep.LostInvoked, rep.Indeterminate, rep.ExtraInvocations)
+}
+
+func TestHeartbeat_ARunEndedByItsWorkerIsNotALostLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A heartbeat this frequent races nearly every completion: it must not
+	// take the worker's own last write for a lease lost to someone else.
+	w := e.worker("busy", func(c *fleet.Config) { c.Heartbeat = 5 * time.Millisecond })
+	var ids []uuid.UUID
+	for range 150 {
+		ids = append(ids, e.start(workload.Step{Kind: workload.AtLeastOnce, SleepMS: 1}))
+	}
+	for _, id := range ids {
+		e.completed(id)
+	}
+	stopGracefully(t, w)
+	if st, _ := w.ExitStats(); st.Completed != 150 || st.LeasesLost != 0 {
+		t.Fatalf("stats %+v; want 150 completions and no lease lost", st)
+	}
+	if n := w.Count("tenure: lease lost"); n != 0 {
+		t.Fatalf("%d lost leases logged for runs the worker ended itself", n)
+	}
+	e.check()
+}

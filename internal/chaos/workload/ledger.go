@@ -1,0 +1,100 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/activities"
+)
+
+// recordFor bounds how long Record keeps trying to reach the database (a
+// Postgres restart takes a few seconds).
+const recordFor = 30 * time.Second
+
+// Ledger records activity invocations in the ledger table and transactional
+// effects in the effects table of a schema (both created by Migrate).
+type Ledger struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+// NewLedger returns a ledger writing through pool, which must not be the
+// worker's own pool (a separate connection is what a remote system is), into
+// schema.
+func NewLedger(pool *pgxpool.Pool, schema string) *Ledger {
+	return &Ledger{pool: pool, schema: schema}
+}
+
+// Migrate creates the ledger and effects tables in schema (Tenure's own
+// tables are created by store.Migrate). It is idempotent.
+//
+// ledger has one row per invocation of an activity function, keyed by a
+// random invocation ID so that a retried insert cannot count twice; effects
+// has one row per committed transactional step, with no unique constraint,
+// so that a second commit would show.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	_, err := pool.Exec(ctx, `
+		CREATE TABLE IF NOT EXISTS `+s+`.ledger (
+			id       uuid        PRIMARY KEY,
+			run_id   uuid        NOT NULL,
+			step     integer     NOT NULL,
+			attempt  integer     NOT NULL,
+			activity text        NOT NULL,
+			epoch    bigint      NOT NULL,
+			worker   text        NOT NULL,
+			pid      integer     NOT NULL,
+			at       timestamptz NOT NULL DEFAULT clock_timestamp());
+		CREATE INDEX IF NOT EXISTS ledger_step_idx ON `+s+`.ledger (run_id, step, attempt);
+		CREATE TABLE IF NOT EXISTS `+s+`.effects (
+			run_id  uuid        NOT NULL,
+			step    integer     NOT NULL,
+			attempt integer     NOT NULL,
+			epoch   bigint      NOT NULL,
+			at      timestamptz NOT NULL DEFAULT clock_timestamp());
+		CREATE INDEX IF NOT EXISTS effects_step_idx ON `+s+`.effects (run_id, step);`)
+	if err != nil {
+		return fmt.Errorf("workload: create ledger tables in %s: %w", schema, err)
+	}
+	return nil
+}
+
+// Record inserts one ledger row for the attempt described by info. It is not
+// cancelled with ctx (the invocation happened: it must be counted) and it
+// retries for up to 30s while the database is unreachable; the random
+// invocation ID makes a retried insert whose first try committed harmless.
+func (l *Ledger) Record(ctx context.Context, info activities.Info) error {
+	id := uuid.New()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFor)
+	defer cancel()
+	stmt := `INSERT INTO ` + pgx.Identifier{l.schema}.Sanitize() + `.ledger
+		(id, run_id, step, attempt, activity, epoch, worker, pid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`
+	for {
+		_, err := l.pool.Exec(ctx, stmt, id, info.RunID, info.Step, info.Attempt, info.Activity, info.Epoch, info.Worker, os.Getpid())
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("workload: record invocation of %s step %d attempt %d: %w", info.RunID, info.Step, info.Attempt, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// effect inserts the transactional step's effect row in tx.
+func (l *Ledger) effect(ctx context.Context, tx pgx.Tx, info activities.Info) error {
+	_, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{l.schema}.Sanitize()+`.effects (run_id, step, attempt, epoch)
+		VALUES ($1, $2, $3, $4)`, info.RunID, info.Step, info.Attempt, info.Epoch)
+	if err != nil {
+		return fmt.Errorf("workload: effect of %s step %d: %w", info.RunID, info.Step, err)
+	}
+	return nil
+}
