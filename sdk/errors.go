@@ -57,6 +57,7 @@ type ActivityError struct {
 	Err      error
 }
 
+// Error says which step gave up, why, and its last error.
 func (e *ActivityError) Error() string {
 	return fmt.Sprintf("activity %q (step %d) gave up: %s: %s", e.Activity, e.Step, e.Reason, e.Message)
 }
@@ -81,6 +82,7 @@ type RunError struct {
 	Type     string
 }
 
+// Error says which run failed, why, and where.
 func (e *RunError) Error() string {
 	if e.Step > 0 {
 		return fmt.Sprintf("run %s (%s) failed: %s at step %d (%s): %s", e.RunID, e.Workflow, e.Reason, e.Step, e.Activity, e.Message)

@@ -46,6 +46,7 @@ const defaultSchema = "tenure_errortypes"
 // It implements policy.RetryAfterer, so the delay is the one it asks for.
 type RateLimitError struct{ Wait time.Duration }
 
+// Error describes the rate limit.
 func (e *RateLimitError) Error() string {
 	return fmt.Sprintf("crm: rate limited, retry in %s", e.Wait)
 }

@@ -52,6 +52,7 @@ type HTTPError struct {
 	Body   string
 }
 
+// Error describes the HTTP answer.
 func (e *HTTPError) Error() string { return fmt.Sprintf("quotes API: %d %s", e.Status, e.Body) }
 
 // newAPI is a quotes API that is rate limited, then overloaded, then fine:
