@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -161,4 +162,20 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// ProgramURL is for the example programs: it returns DATABASE_URL when set,
+// otherwise it starts a private cluster (Start), telling out so, and private
+// is true. stop stops that cluster and is a no-op for DATABASE_URL. The error
+// says how to fix a machine with neither.
+func ProgramURL(out io.Writer) (url string, private bool, stop func(), err error) {
+	if u := os.Getenv(EnvVar); u != "" {
+		return u, false, func() {}, nil
+	}
+	fmt.Fprintln(out, "DATABASE_URL is not set: starting a private PostgreSQL cluster (removed on exit)…")
+	u, stopCluster, err := Start()
+	if err != nil {
+		return "", false, nil, fmt.Errorf("no database: set DATABASE_URL or install PostgreSQL: %w", err)
+	}
+	return u, true, func() { _ = stopCluster() }, nil
 }

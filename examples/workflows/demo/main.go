@@ -152,16 +152,11 @@ func runWorker(ctx context.Context, url, schema string) error {
 
 // run finds a database and runs the demo in the schema tenure_demo.
 func run(ctx context.Context, out io.Writer) error {
-	url, private := os.Getenv("DATABASE_URL"), false
-	if url == "" {
-		fmt.Fprintln(out, "DATABASE_URL is not set: starting a private PostgreSQL cluster…")
-		u, stopCluster, err := pgtest.Start()
-		if err != nil {
-			return fmt.Errorf("no database: set DATABASE_URL or install PostgreSQL: %w", err)
-		}
-		defer func() { _ = stopCluster() }()
-		url, private = u, true
+	url, private, stopDB, err := pgtest.ProgramURL(out)
+	if err != nil {
+		return err
 	}
+	defer stopDB()
 	if err := demo(ctx, out, url, defaultSchema); err != nil {
 		return err
 	}

@@ -84,16 +84,11 @@ func main() {
 }
 
 func mainErr(ctx context.Context, out io.Writer) error {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		fmt.Fprintln(out, "DATABASE_URL is not set: starting a private PostgreSQL cluster (removed on exit)…")
-		u, stopCluster, err := pgtest.Start()
-		if err != nil {
-			return fmt.Errorf("no database: set DATABASE_URL or install PostgreSQL: %w", err)
-		}
-		defer func() { _ = stopCluster() }()
-		url = u
+	url, _, stopDB, err := pgtest.ProgramURL(out)
+	if err != nil {
+		return err
 	}
+	defer stopDB()
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -66,15 +66,11 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		u, stop, err := pgtest.Start()
-		if err != nil {
-			return fmt.Errorf("no database: set DATABASE_URL or install PostgreSQL: %w", err)
-		}
-		defer func() { _ = stop() }()
-		url = u
+	url, _, stopDB, err := pgtest.ProgramURL(out)
+	if err != nil {
+		return err
 	}
+	defer stopDB()
 	exporter, err := newExporter(ctx, out)
 	if err != nil {
 		return err
