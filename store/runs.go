@@ -73,33 +73,55 @@ type Claimed struct {
 }
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
-// queued runs that are due, and running runs whose lease expired (crash
-// recovery). The lease expiry comes from the database clock and every claim
-// increments the epoch, fencing out the previous holder. SKIP LOCKED lets many
-// workers claim concurrently without waiting on each other.
+// running runs whose lease expired (crash recovery, taken first), then queued
+// runs that are due, best priority first. The lease expiry comes from the
+// database clock and every claim increments the epoch, fencing out the
+// previous holder. SKIP LOCKED lets many workers claim concurrently without
+// waiting on each other.
+//
+// Each kind of candidate is found by its own index in order (per queue, a
+// LATERAL scan of runs_claim_idx; expired leases by runs_lease_idx), so a
+// claim costs the same with a backlog of a million queued runs as with ten.
+// Up to limit rows of each kind are locked for the statement; those not
+// taken are released when it ends.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		WITH due AS (
-			SELECT id, status AS old_status, coalesce(lease_expires_at, run_after) AS due_at,
-			       started_at IS NULL AS fresh
+		WITH expired AS (
+			SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after
 			FROM {schema}.runs
-			WHERE workflow = ANY($1) AND queue = ANY($2)
-			  AND ((status = 'queued' AND run_after <= now())
-			    OR (status = 'running' AND lease_expires_at < now()))
-			ORDER BY priority DESC, run_after, id
+			WHERE status = 'running' AND lease_expires_at < now()
+			  AND workflow = ANY($1) AND queue = ANY($2)
+			ORDER BY lease_expires_at
 			LIMIT $3
-			FOR UPDATE SKIP LOCKED)
+			FOR UPDATE SKIP LOCKED),
+		queued AS (
+			SELECT c.*
+			FROM unnest($2::text[]) AS q(name)
+			CROSS JOIN LATERAL (
+				SELECT id, false AS reclaim, run_after AS due_at, started_at IS NULL AS fresh, priority, run_after
+				FROM {schema}.runs
+				WHERE status = 'queued' AND queue = q.name AND run_after <= now()
+				  AND workflow = ANY($1)
+				ORDER BY priority DESC, run_after
+				LIMIT $3
+				FOR UPDATE SKIP LOCKED) AS c),
+		due AS (
+			SELECT * FROM expired
+			UNION ALL
+			SELECT * FROM queued
+			ORDER BY reclaim DESC, priority DESC, run_after
+			LIMIT $3)
 		UPDATE {schema}.runs r
 		SET status = 'running',
 		    claimant = $4,
 		    epoch = r.epoch + 1,
 		    lease_expires_at = now() + $5 * interval '1 millisecond',
-		    reclaims = r.reclaims + (due.old_status = 'running')::int,
+		    reclaims = r.reclaims + due.reclaim::int,
 		    started_at = coalesce(r.started_at, now()),
 		    updated_at = now()
 		FROM due
 		WHERE r.id = due.id
-		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.old_status = 'running', r.reclaims,
+		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.reclaim, r.reclaims,
 		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh`),
 		workflows, queues, limit, claimant, ttl.Milliseconds())
 	if err != nil {
