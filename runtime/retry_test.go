@@ -245,3 +245,33 @@ func TestRetry_AttemptTimeoutIsRecordedTimedOut(t *testing.T) {
 		t.Fatalf("attempts = %v", got)
 	}
 }
+
+// rateLimited is an error type with a policy rule of its own.
+type rateLimited struct{}
+
+func (rateLimited) Error() string { return "429 too many requests" }
+
+func TestRetry_ErrorRuleBudgetHoldsAcrossDurableSuspensions(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	act := activities.New("crm", func(ctx context.Context, x in) (int, error) {
+		if calls.Add(1) <= 4 {
+			return 0, rateLimited{}
+		}
+		return x.N, nil
+	},
+		policy.MaxAttempts(2), // everything else: two attempts
+		policy.OnType[rateLimited](policy.MaxAttempts(6), policy.Constant(150*time.Millisecond), policy.Jitter(policy.NoJitter)),
+	)
+	wf := oneStep(act)
+	cfg := e.config()
+	cfg.MaxInProcessSleep = 10 * time.Millisecond // every rate-limit delay suspends the run
+	w := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 8})
+	if out, err := result(t, run); err != nil || out != 8 {
+		t.Fatalf("Result = %d, %v; want success on the 5th attempt under the rule's budget of 6", out, err)
+	}
+	if w.Stats().Suspended != 4 || calls.Load() != 5 {
+		t.Fatalf("suspended %d times, %d calls; want 4 and 5", w.Stats().Suspended, calls.Load())
+	}
+}

@@ -91,13 +91,10 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 			return nil, s.giveUp(sdk.ReasonRescuesExhausted, fmt.Sprintf("%d attempts lost, budget MaxRescues=%d", s.b.rescues, s.pol.MaxRescues), "tenure.RescuesExhausted", nil)
 		}
 		rescue = true
-	case "failed", "timed_out":
-		// A restart between an error and its retry: the budget still holds
-		// unless the policy shrank meanwhile.
-		if s.b.errors >= s.pol.MaxAttempts {
-			return nil, s.giveUp(sdk.ReasonRetriesExhausted, fmt.Sprintf("%d attempts failed, budget MaxAttempts=%d", s.b.errors, s.pol.MaxAttempts), "tenure.RetriesExhausted", nil)
-		}
 	}
+	// After an error (a suspended retry, or a restart during its delay) the
+	// next attempt is due: Decide already granted it, possibly under an error
+	// rule's larger budget, which only the error itself could tell again.
 
 	for {
 		if s.e.w.draining.Load() {
