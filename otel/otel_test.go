@@ -30,7 +30,7 @@ import (
 	"github.com/tenurehq/tenure/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
 
 // env is one test's Tenure with in-memory span and metric recorders.
 type env struct {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/runtime"
@@ -22,17 +21,8 @@ import (
 	"github.com/tenurehq/tenure/store"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	if code == 0 {
-		// Every worker goroutine has an owner that waits for it: none may outlive its test.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// Every worker goroutine has an owner that waits for it: none may outlive its test.
+func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
 
 // env is one test's isolated Tenure: a migrated schema, a pool and a client.
 type env struct {

@@ -21,7 +21,7 @@ import (
 	"github.com/tenurehq/tenure/sdk"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
 
 type OrderIn struct {
 	ID     string

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := pgtest.Main(m)
+	code := pgtest.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/invariant"
@@ -37,15 +36,9 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	workerBinary, buildErr = fleet.Build(ctx, dir)
 	cancel()
-	code := pgtest.Main(m)
+	// Every process and the goroutines reading it are reaped by their test.
+	code := pgtest.MainNoLeaks(m)
 	_ = os.RemoveAll(dir)
-	if code == 0 {
-		// Every process and the goroutines reading it are reaped by their test.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
 	os.Exit(code)
 }
 

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(pgtest.Main(m))
+	os.Exit(pgtest.MainNoLeaks(m))
 }
 
 func TestDemo_ShowsRetriesARescueAndAFailureRow(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/tenurehq/tenure/sdk"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
 
 func TestFlakyHTTP_WaitsWhatTheServerAsksAndRecordsIt(t *testing.T) {
 	var out bytes.Buffer

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(pgtest.Main(m))
+	os.Exit(pgtest.MainNoLeaks(m))
 }
 
 func TestPoisonPill_QuarantinedByTheRescueBudget(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/tenurehq/tenure/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
 
 func TestTracing_PrintsTheAttemptSpansOfARetriedActivity(t *testing.T) {
 	var out bytes.Buffer
