@@ -90,6 +90,17 @@ func (e *env) named(name string) []sdktrace.ReadOnlySpan {
 	return out
 }
 
+// ended waits until n spans of that name have ended (a segment's span ends
+// just after the write that makes Result return) and returns them.
+func (e *env) ended(name string, n int) []sdktrace.ReadOnlySpan {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.named(name)) < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return e.named(name)
+}
+
 func attr(s sdktrace.ReadOnlySpan, key string) any {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
@@ -132,7 +143,7 @@ func TestTraces_RetriedAttemptsAreLinkedSpansWithErrorsAndSQLIDs(t *testing.T) {
 		t.Fatalf("%d attempt spans, want 3", len(attempts))
 	}
 	slices.SortFunc(attempts, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
-	segments := e.named("run price")
+	segments := e.ended("run price", 1)
 	if len(segments) != 1 || segments[0].SpanContext().TraceID() != traceID {
 		t.Fatalf("segment spans %v: want one, in the caller's trace", segments)
 	}
@@ -305,7 +316,7 @@ func TestTraces_RunStaysOneTraceAcrossASuspension(t *testing.T) {
 			if w.Stats().Suspended != 1 {
 				t.Fatal("the run did not suspend")
 			}
-			segments := e.named("run syncer")
+			segments := e.ended("run syncer", 2)
 			if len(segments) != 2 {
 				t.Fatalf("%d segment spans, want 2 around the suspension", len(segments))
 			}

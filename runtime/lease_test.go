@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -308,5 +310,53 @@ func TestRescue_ActivityCrashIsChargedToTheStepNotTheWorkflowBackstop(t *testing
 	}
 	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
 		t.Fatalf("attempts = %v", got)
+	}
+}
+
+func TestLease_HeartbeatIsNotStarvedByActivitiesHoldingThePool(t *testing.T) {
+	e := newEnv(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2 // two transactional activities hold every pooled connection
+	small, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(small.Close)
+
+	var started atomic.Int32
+	hold := activities.NewTx("hold", func(ctx context.Context, tx pgx.Tx, x in) (int, error) {
+		started.Add(1)
+		time.Sleep(1200 * time.Millisecond) // keeps its pooled connection, three lease TTLs long
+		return x.N, nil
+	})
+	wf := oneStep(hold)
+	wcfg := e.config()
+	wcfg.Concurrency = 4
+	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 400*time.Millisecond, 100*time.Millisecond
+	w1 := runtime.NewWorker(small, wcfg)
+	if err := w1.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w1.Run(context.WithoutCancel(e.ctx)) }()
+	t.Cleanup(func() { stop(t, w1, 10*time.Second); <-done })
+
+	var runs []*sdk.Run[int]
+	for i := range 4 {
+		r, _ := sdk.Start(e.ctx, e.client, wf, in{N: i})
+		runs = append(runs, r)
+	}
+	eventually(t, "activities holding connections", func() bool { return started.Load() >= 2 })
+	e.worker(e.config(), wf) // would take over any lease the first worker failed to renew
+	for i, r := range runs {
+		if out, err := result(t, r); err != nil || out != i {
+			t.Fatalf("run %d: %d, %v", i, out, err)
+		}
+	}
+	if lost := w1.Stats().LeasesLost; lost != 0 {
+		t.Fatalf("%d leases lost while activities held the pool: the heartbeat was starved", lost)
 	}
 }

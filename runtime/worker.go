@@ -136,10 +136,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.interrupt = interrupt
 	w.mu.Unlock()
 
+	// The heartbeat has its own connection, open before any run is claimed.
+	hb, err := w.connect(ctx)
+	if err != nil {
+		w.stop()
+		return fmt.Errorf("runtime: heartbeat connection: %w", err)
+	}
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
 	bg.Go(func() { w.listen(loops) })
-	bg.Go(func() { w.heartbeat(loops) })
+	bg.Go(func() { w.heartbeat(loops, hb) })
 
 	w.claimLoop(ctx, base, names)
 	if ctx.Err() != nil {
@@ -291,32 +297,42 @@ func (w *Worker) listen(ctx context.Context) {
 }
 
 func (w *Worker) listenOnce(ctx context.Context, channel string) error {
-	conn, err := w.store.Pool().Acquire(ctx)
+	conn, err := w.connect(ctx)
 	if err != nil {
 		return err
 	}
-	// The connection is never returned to the pool in a listening state.
-	defer func() {
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-	}()
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
 	w.signal() // anything announced before LISTEN took effect
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
 		w.signal()
 	}
 }
 
+// connect opens a connection of the worker's own, outside the pool, with the
+// pool's settings: the LISTEN and heartbeat connections never take a slot
+// that runs need, and runs holding every slot cannot starve them.
+func (w *Worker) connect(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, w.store.Pool().Config().ConnConfig.Copy())
+}
+
 // heartbeat renews every held lease in one statement per interval, and stops
-// the runs whose lease is gone, or whose lease it could not renew in time.
-func (w *Worker) heartbeat(ctx context.Context) {
+// the runs whose lease is gone, or whose lease it could not renew in time. It
+// uses a connection of its own: activities holding every pooled connection
+// (transactional ones do, for their whole call) must not starve it.
+func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
 	ticker := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer ticker.Stop()
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -337,7 +353,20 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			leases[i] = e.lease
 		}
 		began := time.Now()
-		renewed, err := w.store.Renew(ctx, leases, w.cfg.LeaseTTL)
+		var renewed map[store.Lease]bool
+		var err error
+		if conn == nil {
+			dial, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
+			conn, err = w.connect(dial)
+			cancel()
+		}
+		if err == nil {
+			renewed, err = w.store.Renew(ctx, conn, leases, w.cfg.LeaseTTL)
+			if err != nil { // the connection may be broken: open a fresh one next time
+				_ = conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -144,15 +144,17 @@ type Lease struct {
 }
 
 // Renew extends every given lease by ttl from the database clock in one
-// statement and returns those it renewed. A lease missing from the result was
-// lost: another worker claimed the run, or it was cancelled.
-func (s *Store) Renew(ctx context.Context, leases []Lease, ttl time.Duration) (map[Lease]bool, error) {
+// statement on db and returns those it renewed. A lease missing from the
+// result was lost: another worker claimed the run, or it was cancelled. The
+// worker runs it on a connection of its own, so that a pool busy with
+// activities cannot starve the heartbeat.
+func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration) (map[Lease]bool, error) {
 	ids := make([]uuid.UUID, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
 		ids[i], epochs[i] = l.RunID, l.Epoch
 	}
-	rows, err := s.pool.Query(ctx, s.sql(`
+	rows, err := db.Query(ctx, s.sql(`
 		UPDATE {schema}.runs r
 		SET lease_expires_at = now() + $3 * interval '1 millisecond'
 		FROM unnest($1::uuid[], $2::bigint[]) AS held(id, epoch)
