@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
@@ -267,5 +268,57 @@ func TestMigrate_IdempotentConcurrentAndRefusesNewerSchema(t *testing.T) {
 	}
 	if err := store.Migrate(e.ctx, e.pool, store.WithSchema(`bad"name`)); err == nil {
 		t.Fatal("Migrate accepted an invalid schema name")
+	}
+}
+
+func TestResult_WaitersShareOneListenerAndHoldNoPooledConnection(t *testing.T) {
+	e := newEnv(t)
+	g := newGate(e)
+	act := activities.New("slow", func(ctx context.Context, x in) (int, error) { g.wait(); return x.N, nil })
+	wf := oneStep(act)
+	wcfg := e.config()
+	wcfg.Concurrency = 10
+	e.worker(wcfg, wf)
+
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // one pooled connection for ten waiters and a Start
+	small, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(small.Close)
+	// A poll interval longer than the test: only the notices can wake them.
+	client := sdk.NewClient(small, sdk.WithSchema(e.schema), sdk.WithPollInterval(time.Minute))
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		r, err := sdk.Start(e.ctx, client, wf, in{N: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+			defer cancel()
+			if out, err := r.Result(ctx); err != nil || out != i {
+				errs <- fmt.Errorf("run %d: %d, %v", i, out, err)
+			}
+		})
+	}
+	eventually(t, "ten attempts running", func() bool { return g.waiting.Load() == 10 })
+	// With ten callers waiting, the client's one pooled connection is free.
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := sdk.Start(ctx, client, echoWorkflow, in{}); err != nil {
+		t.Fatalf("Start while ten Results wait: %v", err)
+	}
+	g.release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -19,6 +19,7 @@ type Client struct {
 	maxPayload int
 	poll       time.Duration
 	observer   StartObserver
+	notices    notices
 }
 
 // ClientOption configures a Client.
@@ -55,7 +56,9 @@ func WithSchema(name string) ClientOption { return func(o *clientOptions) { o.sc
 func WithMaxPayload(n int) ClientOption { return func(o *clientOptions) { o.maxPayload = n } }
 
 // WithPollInterval sets how often Result re-reads a run when no notification
-// arrives (default 1s): the fallback for a lost LISTEN connection.
+// arrives (default 1s): the fallback for a lost LISTEN connection. All of a
+// client's waiting Result calls share one LISTEN connection, opened beside
+// the pool while any of them waits.
 func WithPollInterval(d time.Duration) ClientOption { return func(o *clientOptions) { o.poll = d } }
 
 // NewClient returns a client on pool. A configuration error (an invalid

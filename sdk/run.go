@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/store"
 )
@@ -72,24 +70,15 @@ func terminal(status string) bool {
 	return status == "completed" || status == "failed" || status == "cancelled"
 }
 
-// wait blocks until run id is terminal. It listens on the done channel on a
-// connection of its own; if that cannot be had it polls only.
+// wait blocks until run id is terminal. It wakes on the run's completion
+// notice (see notices) and re-reads the run at the poll interval in case a
+// notice is missed.
 func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 	if err := c.ready(ctx); err != nil {
 		return store.Run{}, err
 	}
-	conn := c.listen(ctx)
-	if conn != nil {
-		defer func() {
-			// Leave no LISTEN behind on a pooled connection.
-			cleanup, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err := conn.Exec(cleanup, "UNLISTEN *"); err != nil {
-				conn.Conn().Close(cleanup)
-			}
-			conn.Release()
-		}()
-	}
+	done := c.notices.subscribe(c, id)
+	defer c.notices.unsubscribe(id, done)
 	for {
 		row, err := c.store.GetRun(ctx, id)
 		if err != nil {
@@ -98,41 +87,15 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		if terminal(row.Status) {
 			return row, nil
 		}
-		if err := c.sleep(ctx, conn, id); err != nil {
+		timer := time.NewTimer(c.poll)
+		select {
+		case <-done:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		if err := ctx.Err(); err != nil {
 			return store.Run{}, err
 		}
 	}
-}
-
-// listen returns a pooled connection listening on the done channel, or nil
-// when none can be had (then Result polls).
-func (c *Client) listen(ctx context.Context) *pgxpool.Conn {
-	conn, err := c.store.Pool().Acquire(ctx)
-	if err != nil {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.store.DoneChannel()}.Sanitize()); err != nil {
-		conn.Release()
-		return nil
-	}
-	return conn
-}
-
-// sleep waits for the run's completion notice or the poll interval,
-// whichever comes first; notices of other runs are skipped without a query.
-func (c *Client) sleep(ctx context.Context, conn *pgxpool.Conn, id uuid.UUID) error {
-	waitCtx, cancel := context.WithTimeout(ctx, c.poll)
-	defer cancel()
-	want := id.String()
-	for conn != nil {
-		n, err := conn.Conn().WaitForNotification(waitCtx)
-		if err != nil {
-			break // the poll interval passed, or the connection broke: re-read the run
-		}
-		if n.Payload == want {
-			return ctx.Err()
-		}
-	}
-	<-waitCtx.Done()
-	return ctx.Err()
 }
