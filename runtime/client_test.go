@@ -83,7 +83,7 @@ func TestStart_SameKeyStartsOneRun(t *testing.T) {
 		t.Fatalf("10 concurrent Starts with one key: %d created, IDs %v", created.Load(), ids)
 	}
 	other := sdk.NewWorkflow("other", func(ctx context.Context, x in) (int, error) { return 0, nil })
-	if _, err := sdk.Start(e.ctx, e.client, other, in{}, sdk.WithKey("order-42")); !errors.Is(err, sdk.ErrUnknownWorkflow) {
+	if _, err := sdk.Start(e.ctx, e.client, other, in{}, sdk.WithKey("order-42")); !errors.Is(err, sdk.ErrWorkflowMismatch) {
 		t.Fatalf("same key, other workflow: %v", err)
 	}
 }

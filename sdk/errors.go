@@ -36,9 +36,9 @@ var ErrNotInWorkflow = errors.New("sdk.Execute called outside a workflow run")
 // limit (DefaultMaxPayload unless configured).
 var ErrPayloadTooLarge = errors.New("payload too large")
 
-// ErrUnknownWorkflow is returned for a run ID whose workflow differs from the
-// one the caller named.
-var ErrUnknownWorkflow = errors.New("run belongs to another workflow")
+// ErrWorkflowMismatch is returned when a run ID (Lookup) or a run key (Start
+// with WithKey) names a run of another workflow than the caller's.
+var ErrWorkflowMismatch = errors.New("run belongs to another workflow")
 
 // DefaultMaxPayload is the largest input or output, in bytes of JSON, that
 // Tenure stores: 1 MiB. Larger payloads belong in object storage, with their

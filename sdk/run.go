@@ -34,7 +34,7 @@ func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], 
 		return nil, err
 	}
 	if r.Workflow != wf.name {
-		return nil, fmt.Errorf("run %s is a run of %q, not %q: %w", id, r.Workflow, wf.name, ErrUnknownWorkflow)
+		return nil, fmt.Errorf("run %s is a run of %q, not %q: %w", id, r.Workflow, wf.name, ErrWorkflowMismatch)
 	}
 	return &Run[Out]{ID: id, client: c, workflow: wf.name}, nil
 }

@@ -98,7 +98,7 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)
 	}
 	if workflow != wf.name {
-		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", wf.name, o.key, id, workflow, ErrUnknownWorkflow)
+		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", wf.name, o.key, id, workflow, ErrWorkflowMismatch)
 	}
 	return &Run[Out]{ID: id, Created: created, client: c, workflow: wf.name}, nil
 }
