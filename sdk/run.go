@@ -18,8 +18,7 @@ type Run[Out any] struct {
 	// Created is false when Start found an existing run with the same key.
 	Created bool
 
-	client   *Client
-	workflow string
+	client *Client
 }
 
 // Lookup returns a handle on an existing run of wf, e.g. to wait for its
@@ -36,7 +35,7 @@ func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], 
 	if r.Workflow != wf.name {
 		return nil, fmt.Errorf("run %s is a run of %q, not %q: %w", id, r.Workflow, wf.name, ErrWorkflowMismatch)
 	}
-	return &Run[Out]{ID: id, client: c, workflow: wf.name}, nil
+	return &Run[Out]{ID: id, client: c}, nil
 }
 
 // Result waits until the run ends and returns its output, or a *RunError with

@@ -100,5 +100,5 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	if workflow != wf.name {
 		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", wf.name, o.key, id, workflow, ErrWorkflowMismatch)
 	}
-	return &Run[Out]{ID: id, Created: created, client: c, workflow: wf.name}, nil
+	return &Run[Out]{ID: id, Created: created, client: c}, nil
 }

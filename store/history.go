@@ -32,12 +32,12 @@ type Run struct {
 	Failure *FailureRow
 }
 
-// GetRun loads one run with its open failure row, if any.
+// GetRun loads one run with its open failure row, if any, in one query.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT r.id, r.workflow, r.queue, r.priority, coalesce(r.run_key, ''), r.status, r.input, r.output,
 		       coalesce(r.error_message, ''), coalesce(r.claimant, ''), r.epoch, r.requeues, r.run_after,
-		       r.created_at, r.finished_at, f.id
+		       r.created_at, r.finished_at, f.id IS NOT NULL, `+failureColumns+`
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE r.id = $1`), id)
@@ -45,25 +45,21 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 		return Run{}, s.wrap("get run", err)
 	}
 	var r Run
-	var failureID *int64
-	found := false
+	var f FailureRow
+	var failed, found bool
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
 		&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &r.RunAfter, &r.CreatedAt,
-		&r.FinishedAt, &failureID}, func() error { found = true; return nil })
+		&r.FinishedAt, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
+		&f.Errors, &f.Rescues, &f.ErrorMessage, &f.ErrorType, &f.ErrorStack, &f.FailedAt, &f.RequeuedAt,
+		&f.RequeueCount}, func() error { found = true; return nil })
 	if err != nil {
 		return Run{}, s.wrap("get run", err)
 	}
 	if !found {
 		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
-	if failureID != nil {
-		fs, err := s.Failures(ctx, FailureFilter{RunID: id, Limit: 1})
-		if err != nil {
-			return Run{}, err
-		}
-		if len(fs) == 1 {
-			r.Failure = &fs[0]
-		}
+	if failed {
+		r.Failure = &f
 	}
 	return r, nil
 }
@@ -184,6 +180,14 @@ type FailureRow struct {
 	RequeueCount int
 }
 
+// failureColumns reads a failure row aliased f in FailureRow's field order.
+// Every column is coalesced, so a LEFT JOIN that found no failure scans too.
+const failureColumns = `coalesce(f.id, 0), coalesce(f.run_id, '00000000-0000-0000-0000-000000000000'),
+	coalesce(f.workflow, ''), coalesce(f.reason, ''), coalesce(f.step, 0), coalesce(f.activity, ''),
+	coalesce(f.attempts, 0), coalesce(f.errors, 0), coalesce(f.rescues, 0), coalesce(f.error_message, ''),
+	coalesce(f.error_type, ''), coalesce(f.error_stack, ''), coalesce(f.failed_at, 'epoch'), f.requeued_at,
+	coalesce(f.requeue_count, 0)`
+
 // FailureFilter selects failure rows; zero fields match everything. By
 // default only open failures (not requeued) are returned.
 type FailureFilter struct {
@@ -236,10 +240,8 @@ func (s *Store) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, er
 	}
 	// Only fixed condition strings are joined here; every value is a bind parameter.
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT id, run_id, workflow, reason, coalesce(step, 0), coalesce(activity, ''), attempts, errors, rescues,
-		       coalesce(error_message, ''), coalesce(error_type, ''), coalesce(error_stack, ''),
-		       failed_at, requeued_at, requeue_count
-		FROM {schema}.failures
+		SELECT `+failureColumns+`
+		FROM {schema}.failures f
 		WHERE `+cond+`
 		ORDER BY failed_at DESC, id DESC
 		LIMIT $`+fmt.Sprint(len(args))), args...)
