@@ -171,10 +171,15 @@ func (i *Instrumentation) AttemptEnded(ctx context.Context, a runtime.Attempt, e
 	} else if end.Outcome == runtime.AttemptLost {
 		span.SetStatus(codes.Error, "lease lost during the attempt: its result was discarded")
 	}
+	span.End()
+	if end.Outcome == runtime.AttemptLost {
+		// The worker that rescues the run counts it (AttemptLost), also when
+		// this worker never wakes up to report it: count each attempt once.
+		return
+	}
 	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(end.Outcome))
 	i.m.attempts.Add(ctx, 1, attrs)
 	i.m.attemptDuration.Record(ctx, end.Duration.Seconds(), attrs)
-	span.End()
 }
 
 // AttemptLost gives a lost attempt its span when the rescue finds it, from

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -99,6 +100,37 @@ func (e *env) ended(name string, n int) []sdktrace.ReadOnlySpan {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return e.named(name)
+}
+
+// metrics collects the counters (summed; attempts and failures also by
+// outcome and reason, as "name/value") and the histograms' counts.
+func (e *env) metrics() (sums map[string]int64, hist map[string]uint64) {
+	e.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := e.reader.Collect(e.t.Context(), &rm); err != nil {
+		e.t.Fatal(err)
+	}
+	sums, hist = map[string]int64{}, map[string]uint64{}
+	by := map[string]string{tenureotel.MetricAttempts: "tenure.attempt.outcome", tenureotel.MetricFailures: "tenure.failure.reason"}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					sums[m.Name] += p.Value
+					if key, ok := by[m.Name]; ok {
+						v, _ := p.Attributes.Value(attribute.Key(key))
+						sums[m.Name+"/"+v.AsString()] += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					hist[m.Name] += p.Count
+				}
+			}
+		}
+	}
+	return sums, hist
 }
 
 func attr(s sdktrace.ReadOnlySpan, key string) any {
@@ -196,30 +228,7 @@ func TestTraces_RetriedAttemptsAreLinkedSpansWithErrorsAndSQLIDs(t *testing.T) {
 	}
 
 	// Metrics.
-	var rm metricdata.ResourceMetrics
-	if err := e.reader.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	sums := map[string]int64{}
-	hist := map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					sums[m.Name] += p.Value
-					if m.Name == tenureotel.MetricAttempts {
-						o, _ := p.Attributes.Value("tenure.attempt.outcome")
-						sums[m.Name+"/"+o.AsString()] += p.Value
-					}
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					hist[m.Name] += p.Count
-				}
-			}
-		}
-	}
+	sums, hist := e.metrics()
 	want := map[string]int64{
 		tenureotel.MetricAttempts: 3, tenureotel.MetricAttempts + "/failed": 2, tenureotel.MetricAttempts + "/succeeded": 1,
 		tenureotel.MetricRetries: 2, tenureotel.MetricRunsStarted: 1, tenureotel.MetricRunsCompleted: 1, tenureotel.MetricRunsInFlight: 0,
@@ -287,6 +296,41 @@ func TestTraces_LostAttemptGetsASpanFromItsOriginalStart(t *testing.T) {
 		t.Fatal("no succeeded rescue span with one rescue before it")
 	}
 	once.Do(func() { close(release) })
+
+	// The stale worker finds its lease gone when its completion is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for sums, _ := e.metrics(); sums[tenureotel.MetricLeasesLost] == 0 && time.Now().Before(deadline); sums, _ = e.metrics() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	sums, _ := e.metrics()
+	want := map[string]int64{
+		tenureotel.MetricRescues: 1, tenureotel.MetricAttempts + "/lost": 1, tenureotel.MetricAttempts + "/succeeded": 1,
+		tenureotel.MetricLeasesLost: 1, tenureotel.MetricRunsCompleted: 1,
+	}
+	for k, v := range want {
+		if sums[k] != v {
+			t.Errorf("metric %s = %d, want %d (all: %v)", k, sums[k], v, sums)
+		}
+	}
+}
+
+func TestMetrics_FailuresAreCountedByReason(t *testing.T) {
+	e := newEnv(t)
+	act := activities.New("reject", func(ctx context.Context, x in) (int, error) {
+		return 0, policy.Permanent(errors.New("invalid"))
+	})
+	wf := sdk.NewWorkflow("rejecter", func(ctx context.Context, x in) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(runtime.Config{}, wf)
+	run, _ := sdk.Start(t.Context(), e.client, wf, in{})
+	if _, err := run.Result(t.Context()); err == nil {
+		t.Fatal("want a failure")
+	}
+	e.ended("run rejecter", 1) // the segment, and its counts, end just after Result returns
+	sums, hist := e.metrics()
+	if sums[tenureotel.MetricFailures+"/non_retryable"] != 1 || sums[tenureotel.MetricAttempts+"/failed"] != 1 ||
+		sums[tenureotel.MetricRetries] != 0 || sums[tenureotel.MetricRunsInFlight] != 0 || hist[tenureotel.MetricRunDuration] != 1 {
+		t.Fatalf("metrics %v, histograms %v", sums, hist)
+	}
 }
 
 func TestTraces_RunStaysOneTraceAcrossASuspension(t *testing.T) {
