@@ -37,14 +37,14 @@ func ExampleNew() {
 
 	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, Observer: inst, PollInterval: 20 * time.Millisecond})
 	_ = w.Register(Cache)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
 	run, _ := sdk.Start(ctx, client, Cache, "k1")
 	_, _ = run.Result(ctx)
 	_ = w.Shutdown(ctx)
-	<-done
 
 	for _, s := range spans.Ended() {
 		fmt.Println(s.Name())

@@ -70,13 +70,13 @@ func (e *env) worker(cfg runtime.Config, wfs ...sdk.Definition) *runtime.Worker 
 	if err := w.Register(wfs...); err != nil {
 		e.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.Background()) }()
+	if err := w.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = w.Shutdown(ctx)
-		<-done
 	})
 	return w
 }

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
 )
 
 type Greeting struct{ Name string }
@@ -52,4 +54,30 @@ func ExampleWorker() {
 	// Output:
 	// hello, Ada <nil>
 	// <nil> <nil> 1
+}
+
+// Start runs the worker in the background, after returning the errors Run
+// would meet at start-up, such as a schema that was never migrated.
+func ExampleWorker_Start() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+
+	unmigrated := runtime.NewWorker(pool, runtime.Config{Schema: "not_migrated"})
+	_ = unmigrated.Register(Welcome)
+	fmt.Println(errors.Is(unmigrated.Start(ctx), store.ErrSchemaMissing))
+
+	w := runtime.NewWorker(pool, runtime.Config{Schema: schema})
+	_ = w.Register(Welcome)
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	run, _ := sdk.Start(ctx, client, Welcome, Greeting{Name: "Grace"})
+	fmt.Println(run.Result(ctx))
+	fmt.Println(w.Shutdown(ctx)) // drains, and waits for the worker to stop
+	// Output:
+	// true
+	// hello, Grace <nil>
+	// <nil>
 }

@@ -80,17 +80,17 @@ func (e *env) worker(cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker
 	if err := w.Register(defs...); err != nil {
 		e.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.WithoutCancel(e.ctx)) }()
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		e.t.Fatalf("worker %s: Start: %v", w.Label(), err)
+	}
 	e.t.Cleanup(func() {
 		for _, g := range e.gates {
 			g.release() // a worker's hung attempts end before it shuts down
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = w.Shutdown(ctx)
-		if err := <-done; err != nil {
-			e.t.Errorf("worker %s: Run: %v", w.Label(), err)
+		if err := w.Shutdown(ctx); err != nil {
+			e.t.Errorf("worker %s: Shutdown: %v", w.Label(), err)
 		}
 	})
 	return w

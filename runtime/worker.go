@@ -116,45 +116,74 @@ func (w *Worker) Stats() Stats {
 // Run claims and executes runs until ctx ends or Shutdown is called, and
 // returns when every run it held is finished or handed back. When ctx ends,
 // running attempts are interrupted at once (use Shutdown to drain first).
+// Start is the same, in the background.
 func (w *Worker) Run(ctx context.Context) error {
+	serve, err := w.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	serve()
+	return nil
+}
+
+// Start checks what Run checks at start-up (configuration, registered
+// workflows, the schema, a database connection) and returns that error, then
+// runs the worker in the background until ctx ends or Shutdown is called.
+// Shutdown waits for it.
+func (w *Worker) Start(ctx context.Context) error {
+	serve, err := w.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	go serve()
+	return nil
+}
+
+// prepare does the start-up checks and returns the function that runs the
+// worker; w.done is closed when the worker has stopped, or at once when
+// prepare fails after marking the worker started.
+func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	if w.err != nil {
-		return w.err
+		return nil, w.err
 	}
 	names, err := w.start()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer close(w.done)
+	defer func() {
+		if err != nil {
+			w.stop()
+			close(w.done)
+		}
+	}()
 	if err := w.store.Check(ctx); err != nil {
-		w.stop()
-		return err
+		return nil, err
 	}
-
-	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer interrupt(nil)
-	w.mu.Lock()
-	w.interrupt = interrupt
-	w.mu.Unlock()
-
 	// The heartbeat has its own connection, open before any run is claimed.
 	hb, err := w.connect(ctx)
 	if err != nil {
-		w.stop()
-		return fmt.Errorf("runtime: heartbeat connection: %w", err)
+		return nil, fmt.Errorf("runtime: heartbeat connection: %w", err)
 	}
-	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	var bg sync.WaitGroup
-	bg.Go(func() { w.listen(loops) })
-	bg.Go(func() { w.heartbeat(loops, hb) })
+	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
+	w.mu.Lock()
+	w.interrupt = interrupt
+	w.mu.Unlock()
+	return func() {
+		defer close(w.done)
+		defer interrupt(nil)
+		loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+		var bg sync.WaitGroup
+		bg.Go(func() { w.listen(loops) })
+		bg.Go(func() { w.heartbeat(loops, hb) })
 
-	w.claimLoop(ctx, base, names)
-	if ctx.Err() != nil {
-		interrupt(errShutdown)
-	}
-	w.runs.Wait() // the heartbeat keeps renewing leases while runs finish
-	stopLoops()
-	bg.Wait()
-	return nil
+		w.claimLoop(ctx, base, names)
+		if ctx.Err() != nil {
+			interrupt(errShutdown)
+		}
+		w.runs.Wait() // the heartbeat keeps renewing leases while runs finish
+		stopLoops()
+		bg.Wait()
+	}, nil
 }
 
 func (w *Worker) start() ([]string, error) {

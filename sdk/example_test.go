@@ -47,16 +47,6 @@ var Fulfil = sdk.NewWorkflow("fulfil", func(ctx context.Context, in OrderIn) (st
 	return sdk.Execute(ctx, Reserve, in)
 })
 
-// startWorker runs a worker for the example's workflows until stop is called.
-func startWorker(ctx context.Context, w *runtime.Worker) (stop func()) {
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	return func() {
-		_ = w.Shutdown(ctx)
-		<-done
-	}
-}
-
 // testWorker is a worker configuration that notices new runs fast.
 func testWorker(schema string) runtime.Config {
 	return runtime.Config{Schema: schema, PollInterval: 20 * time.Millisecond,
@@ -72,8 +62,10 @@ func ExampleStart() {
 
 	w := runtime.NewWorker(pool, testWorker(schema))
 	_ = w.Register(Fulfil)
-	stop := startWorker(ctx, w)
-	defer stop()
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer w.Shutdown(ctx)
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
 	run, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "A-1", Amount: 100}, sdk.WithKey("order-A-1"))
@@ -144,8 +136,10 @@ func ExampleClient_Failures() {
 	ctx := context.Background()
 	w := runtime.NewWorker(pool, testWorker(schema))
 	_ = w.Register(Announce)
-	stop := startWorker(ctx, w)
-	defer stop()
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer w.Shutdown(ctx)
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
 	run, _ := sdk.Start(ctx, client, Announce, OrderIn{ID: "C-4"})

@@ -113,13 +113,13 @@ func newEnv(t *testing.T, defs ...sdk.Definition) *env {
 	if err := w.Register(defs...); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.Background()) }()
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = w.Shutdown(ctx)
-		if err := <-done; err != nil {
+		if err := w.Shutdown(ctx); err != nil {
 			t.Errorf("worker: %v", err)
 		}
 	})

@@ -191,13 +191,13 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	if err := w.Register(h.fulfil, h.notify); err != nil {
 		return nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.WithoutCancel(ctx)) }()
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = w.Shutdown(shutdown)
-		<-done
 	}()
 
 	o := &outcome{}

@@ -198,13 +198,13 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 
 	// From here on, a worker in this process does the work.
 	w := newWorker(pool, schema, "demo-worker")
-	runDone := make(chan error, 1)
-	go func() { runDone <- w.Run(ctx) }()
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = w.Shutdown(shutdown)
-		<-runDone
 	}()
 
 	exported, err := export.Result(ctx)

@@ -176,13 +176,13 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 	if err := w.Register(wf); err != nil {
 		return nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.WithoutCancel(ctx)) }()
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = w.Shutdown(shutdown)
-		<-done
 	}()
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
 

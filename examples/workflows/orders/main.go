@@ -378,13 +378,13 @@ func startWorker(ctx context.Context, pool *pgxpool.Pool, schema, label string, 
 	if err := w.Register(wf); err != nil {
 		return nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.WithoutCancel(ctx)) }()
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
 	return func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = w.Shutdown(shutdown)
-		<-done
 	}, nil
 }
 

@@ -114,13 +114,13 @@ func quote(ctx context.Context, out io.Writer, url, schema string, tp *sdktrace.
 	if err := w.Register(PriceQuote); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
 	defer func() {
 		drain, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = w.Shutdown(drain)
-		<-done
 	}()
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
 
