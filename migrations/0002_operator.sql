@@ -197,28 +197,23 @@ RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
-    n bigint;
+    ids uuid[];
+    n   bigint;
 BEGIN
     IF older_than IS NULL OR older_than < interval '0' THEN
         RAISE EXCEPTION 'purge_completed: older_than must be a non-negative interval, got %', older_than
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF dry_run THEN
-        SELECT count(*) INTO n
-        FROM {schema}.runs r
-        WHERE r.status IN ('completed', 'cancelled')
-          AND r.finished_at < now() - purge_completed.older_than
-          AND (purge_completed.workflow IS NULL OR r.workflow = purge_completed.workflow)
-          AND NOT EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id);
-    ELSE
-        WITH gone AS (
-            DELETE FROM {schema}.runs r
-            WHERE r.status IN ('completed', 'cancelled')
-              AND r.finished_at < now() - purge_completed.older_than
-              AND (purge_completed.workflow IS NULL OR r.workflow = purge_completed.workflow)
-              AND NOT EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id)
-            RETURNING 1)
-        SELECT count(*) INTO n FROM gone;
+    -- One predicate chooses the runs, for the dry run and the deletion alike.
+    SELECT coalesce(array_agg(r.id), '{}') INTO ids
+    FROM {schema}.runs r
+    WHERE r.status IN ('completed', 'cancelled')
+      AND r.finished_at < now() - purge_completed.older_than
+      AND (purge_completed.workflow IS NULL OR r.workflow = purge_completed.workflow)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id);
+    n := cardinality(ids);
+    IF NOT dry_run THEN
+        DELETE FROM {schema}.runs r WHERE r.id = ANY (ids);
         INSERT INTO {schema}.audit_log (action, runs, failures, filter, note)
         VALUES ('purge_completed', n, 0,
                 jsonb_strip_nulls(jsonb_build_object('older_than', purge_completed.older_than::text,
