@@ -154,6 +154,7 @@ func TestCancel_QueuedAndRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "worker stops the cancelled run", func() bool { return w.Stats().LeasesLost == 1 })
+	eventually(t, "the activity sees its context end", func() bool { return causes.Load() != nil })
 	if c, _ := causes.Load().(error); !errors.Is(c, activities.ErrLeaseLost) {
 		t.Fatalf("activity context cause %v", c)
 	}

@@ -43,6 +43,11 @@ type execution struct {
 	steps    map[int]store.Step
 	counts   map[int]budget
 	nextStep int
+	// deferred is the last step's checkpoint, not yet written: it rides
+	// with the run's next write (see stepRun.checkpoint), which then calls
+	// deferredEnded with whether it was recorded.
+	deferred      *store.StepDone
+	deferredEnded func(recorded bool)
 }
 
 // budget is what a step has spent, for its failure row.
@@ -101,6 +106,7 @@ func (e *execution) run() {
 	obs := e.w.cfg.Observer
 	e.end = SegmentEnd{Outcome: SegmentAbandoned}
 	defer func() {
+		e.dropDeferred()
 		if context.Cause(e.ctx) == errLeaseLost {
 			e.end = SegmentEnd{Outcome: SegmentLost}
 		}
@@ -172,13 +178,13 @@ func (e *execution) run() {
 		})
 	default:
 		e.ending.Store(true)
-		age, err := e.w.store.CompleteRun(e.writeCtx(), e.lease, o.output)
+		res, err := e.write(store.Write{CompleteRun: &store.RunOutput{Output: o.output}})
 		if err != nil {
 			e.writeFailed("complete run", err)
 			return
 		}
 		e.w.completed.Add(1)
-		e.end = SegmentEnd{Outcome: SegmentCompleted, RunDuration: age}
+		e.end = SegmentEnd{Outcome: SegmentCompleted, RunDuration: res.Age}
 	}
 }
 
@@ -231,13 +237,13 @@ func (e *execution) runFailure(err error) store.Failure {
 // failRun ends the run with its failure row.
 func (e *execution) failRun(f store.Failure) {
 	e.ending.Store(true)
-	age, err := e.w.store.FailRun(e.writeCtx(), e.lease, f)
+	res, err := e.write(store.Write{FailRun: &f})
 	if err != nil {
 		e.writeFailed("fail run", err)
 		return
 	}
 	e.w.failed.Add(1)
-	e.end = SegmentEnd{Outcome: SegmentFailed, Reason: f.Reason, Error: f.ErrorMessage, RunDuration: age}
+	e.end = SegmentEnd{Outcome: SegmentFailed, Reason: f.Reason, Error: f.ErrorMessage, RunDuration: res.Age}
 	e.log.Info("tenure: run failed", "reason", f.Reason, "step", f.Step, "activity", f.Activity, "error", f.ErrorMessage)
 }
 
@@ -272,13 +278,42 @@ func (e *execution) release(why string) { e.releaseAfter(0, why) }
 // releaseAfter hands the run back to the queue, due after delay.
 func (e *execution) releaseAfter(delay time.Duration, why string) {
 	e.ending.Store(true)
-	if err := e.w.store.ReleaseRun(e.writeCtx(), e.lease, delay); err != nil {
+	if _, err := e.write(store.Write{Release: &store.Release{Delay: delay}}); err != nil {
 		e.writeFailed("release run", err)
 		return
 	}
 	e.w.released.Add(1)
 	e.end = SegmentEnd{Outcome: SegmentReleased}
 	e.log.Info("tenure: run handed back", "why", why, "due_in", delay)
+}
+
+// write sends one write of the run, with the deferred checkpoint if there is
+// one, through the worker's committer, and waits for its commit. A refused
+// fence is store.ErrLeaseLost.
+func (e *execution) write(w store.Write) (store.WriteResult, error) {
+	w.Lease = e.lease
+	ended := e.deferredEnded
+	if e.deferred != nil {
+		w.StepDone = e.deferred
+	}
+	e.deferred, e.deferredEnded = nil, nil
+	res, err := e.w.committer.Write(e.writeCtx(), w)
+	if err == nil {
+		err = res.Err
+	}
+	if ended != nil {
+		ended(err == nil)
+	}
+	return res, err
+}
+
+// dropDeferred reports a deferred checkpoint that no write carried (the run
+// was abandoned first) as unrecorded.
+func (e *execution) dropDeferred() {
+	if e.deferredEnded != nil {
+		e.deferredEnded(false)
+	}
+	e.deferred, e.deferredEnded = nil, nil
 }
 
 // writeCtx is the context of the run's writes: not cancelled by a lost lease

@@ -129,19 +129,26 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	// lease is lost, the observer hears of it once. Unrecorded means lost.
 	report := AttemptEnd{Outcome: AttemptLost}
 	began := time.Now()
+	reported := false // the report was handed to the deferred checkpoint
 	defer func() {
+		if reported {
+			return
+		}
 		report.Duration = time.Since(began)
 		e.w.cfg.Observer.AttemptEnded(actx, info, report)
 	}()
 
-	elapsed, err := e.w.store.StartAttempt(e.writeCtx(), e.lease, store.AttemptStart{
+	// The attempt row is committed before the activity is invoked (with the
+	// previous step's checkpoint, when that was deferred).
+	started, err := e.write(store.Write{StartAttempt: &store.AttemptStart{
 		Step: s.n, Attempt: s.attempt, Activity: s.act.Name(), Policy: s.policyJSON,
 		Rescue: rescue, Worker: e.w.cfg.Label, TraceID: ref.TraceID, SpanID: ref.SpanID,
-	})
+	}})
 	if err != nil {
 		e.abandon("start attempt", err)
 		exit()
 	}
+	elapsed := started.Elapsed
 	e.w.attempts.Add(1)
 	s.b.attempts++
 	s.e.counts[s.n] = s.b
@@ -157,12 +164,30 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 
 	if callErr == nil {
 		if len(out) <= e.w.cfg.MaxPayload {
-			report.Outcome = AttemptSucceeded
+			report.Outcome, report.Duration = AttemptSucceeded, time.Since(began)
+			// The observer hears of the success once it is recorded: an
+			// unrecorded attempt is lost.
+			reported = s.checkpoint(out, func(recorded bool) {
+				r := report
+				if !recorded {
+					r = AttemptEnd{Outcome: AttemptLost, Duration: r.Duration}
+				}
+				e.w.cfg.Observer.AttemptEnded(actx, info, r)
+			})
 			return out, nil
 		}
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
+	if errors.Is(callErr, errNotInvoked) {
+		// The database failed us before the function ran: that is neither
+		// the activity's error nor a crash, so no budget is charged. The
+		// run is handed back, due after a poll interval.
+		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: "tenure.NotInvoked"})
+		report.Outcome = AttemptInterrupted
+		e.releaseAfter(e.w.cfg.PollInterval, "database unavailable before the call")
+		exit()
+	}
 	switch context.Cause(e.ctx) {
 	case errLeaseLost:
 		e.lose("attempt ended after the lease was lost")
@@ -206,6 +231,10 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	return nil, errRetry
 }
 
+// errNotInvoked marks an attempt whose function was never called because the
+// database failed first.
+var errNotInvoked = errors.New("not invoked")
+
 // errRetry tells the attempt loop to go round again.
 var errRetry = errors.New("retry")
 
@@ -231,13 +260,6 @@ func (s *stepRun) invoke(ctx context.Context, rescue bool, timeout time.Duration
 	}()
 	if !s.act.Transactional() {
 		out, err = s.act.Invoke(actx, nil, s.input)
-		if err == nil {
-			err = e.w.store.CompleteStep(e.writeCtx(), e.w.store.Pool(), e.lease, s.n, s.attempt, out)
-			if err != nil {
-				e.writeFailed("complete step", err)
-				exit()
-			}
-		}
 		return out, nil, err
 	}
 	out, err = s.invokeTx(actx)
@@ -251,7 +273,7 @@ func (s *stepRun) invokeTx(actx context.Context) ([]byte, error) {
 	e := s.e
 	tx, err := e.w.store.Pool().Begin(actx)
 	if err != nil {
-		return nil, fmt.Errorf("begin step transaction: %w", err)
+		return nil, fmt.Errorf("%w: begin the step's transaction: %w", errNotInvoked, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(actx)) }() // no-op after commit
 	out, err := s.act.Invoke(actx, tx, s.input)
@@ -261,12 +283,13 @@ func (s *stepRun) invokeTx(actx context.Context) ([]byte, error) {
 	if len(out) > e.w.cfg.MaxPayload {
 		return out, nil // the caller turns this into a permanent error; rollback by defer
 	}
-	if err := e.w.store.CompleteStep(actx, tx, e.lease, s.n, s.attempt, out); err != nil {
-		if errors.Is(err, store.ErrLeaseLost) {
-			e.lose("transactional step refused by fencing")
-			exit()
-		}
+	res, err := e.w.store.Commit(actx, tx, []store.Write{{Lease: e.lease, StepDone: &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}}})
+	if err != nil {
 		return nil, fmt.Errorf("checkpoint in step transaction: %w", err)
+	}
+	if res[0].Err != nil {
+		e.lose("transactional step refused by fencing")
+		exit()
 	}
 	if err := tx.Commit(actx); err != nil {
 		return nil, fmt.Errorf("commit step transaction: %w", err)
@@ -274,10 +297,36 @@ func (s *stepRun) invokeTx(actx context.Context) ([]byte, error) {
 	return out, nil
 }
 
+// checkpoint records the step's output. A transactional activity's
+// checkpoint already committed in its own transaction. An at-most-once
+// step's is written at once, so that a crash right after it cannot make a
+// step that succeeded indeterminate. Any other step's checkpoint rides with
+// the run's next write (the next attempt's start, or the run's end): one
+// commit fewer per step. A crash before that write reruns the step, as a
+// crash during its call would (the attempt is found lost and rescued).
+//
+// It reports whether it deferred the checkpoint; then ended is called once
+// the checkpoint committed (true) or could not be (false).
+func (s *stepRun) checkpoint(out []byte, ended func(recorded bool)) (deferred bool) {
+	if s.act.Transactional() {
+		return false
+	}
+	done := &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}
+	if !s.pol.AtMostOnce {
+		s.e.deferred, s.e.deferredEnded = done, ended
+		return true
+	}
+	if _, err := s.e.write(store.Write{StepDone: done}); err != nil {
+		s.e.writeFailed("complete step", err)
+		exit()
+	}
+	return false
+}
+
 // end closes the current attempt without success.
 func (s *stepRun) end(a store.AttemptEnd) {
 	a.Step, a.Attempt = s.n, s.attempt
-	if err := s.e.w.store.EndAttempt(s.e.writeCtx(), s.e.lease, a); err != nil {
+	if _, err := s.e.write(store.Write{EndAttempt: &a}); err != nil {
 		s.e.writeFailed("end attempt", err)
 		exit()
 	}
@@ -289,9 +338,9 @@ func (s *stepRun) giveUp(reason, msg, typ string, end *store.AttemptEnd, cause .
 	if end != nil {
 		end.Step, end.Attempt = s.n, s.attempt
 	}
-	err := s.e.w.store.FailStep(s.e.writeCtx(), s.e.lease, store.StepFailure{
+	_, err := s.e.write(store.Write{FailStep: &store.StepFailure{
 		Step: s.n, Reason: reason, ErrorMessage: msg, ErrorType: typ, End: end,
-	})
+	}})
 	if err != nil {
 		s.e.writeFailed("fail step", err)
 		exit()
@@ -310,7 +359,7 @@ func (s *stepRun) wait(ctx context.Context, d time.Duration) {
 	e := s.e
 	if d > e.w.cfg.MaxInProcessSleep {
 		e.ending.Store(true)
-		if err := e.w.store.ReleaseRun(e.writeCtx(), e.lease, d); err != nil {
+		if _, err := e.write(store.Write{Release: &store.Release{Delay: d}}); err != nil {
 			e.writeFailed("suspend run", err)
 			exit()
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
@@ -37,14 +38,19 @@ type Stats struct {
 	Released   int64 // runs handed back at shutdown
 	LeasesLost int64 // runs abandoned because their lease moved on
 	Attempts   int64 // activity attempts started
+	// Commits counts the transactions that carried the runs' writes, and
+	// Writes the runs' writes they carried: Writes/Commits is how many runs
+	// shared each commit (see docs/benchmarks.md).
+	Commits, Writes int64
 }
 
 // Worker claims and executes runs of the workflows registered on it.
 // Create it with NewWorker, register workflows, then call Run.
 type Worker struct {
-	cfg   Config
-	store *store.Store
-	err   error
+	cfg       Config
+	store     *store.Store
+	committer *committer.Committer // every fenced write of every run goes through it
+	err       error
 
 	mu        sync.Mutex
 	workflows map[string]sdk.Definition
@@ -76,6 +82,10 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) *Worker {
 	if w.err == nil {
 		w.store, w.err = store.New(pool, store.WithSchema(w.cfg.Schema))
 	}
+	w.committer = committer.New(committer.Config{
+		Store: w.store, Connect: w.connect, Logger: w.cfg.Logger,
+		Timeout: max(w.cfg.LeaseTTL, 5*time.Second),
+	})
 	return w
 }
 
@@ -109,7 +119,7 @@ func (w *Worker) Stats() Stats {
 	return Stats{
 		Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),
 		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(),
-		Attempts: w.attempts.Load(),
+		Attempts: w.attempts.Load(), Commits: w.committer.Commits(), Writes: w.committer.Writes(),
 	}
 }
 
@@ -171,6 +181,8 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	return func() {
 		defer close(w.done)
 		defer interrupt(nil)
+		w.committer.Start()
+		defer w.committer.Stop() // after every run's last write
 		loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 		var bg sync.WaitGroup
 		bg.Go(func() { w.listen(loops) })
@@ -412,12 +424,19 @@ func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		for _, e := range held {
+			done, held := renewed[e.lease]
 			switch {
-			case renewed[e.lease]:
+			case done:
 				e.renewed(began)
 			case e.ending.Load():
 				// Our own last write may have ended the lease; its
 				// fenced result says whether the lease was lost.
+			case held:
+				// Still ours, but its row was locked by a write in flight:
+				// the next beat renews it, unless the TTL ran out meanwhile.
+				if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
+					e.lose("lease not renewed within its TTL")
+				}
 			default:
 				e.lose("heartbeat found the lease taken or the run cancelled")
 			}

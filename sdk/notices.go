@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,18 +69,21 @@ func (n *notices) unsubscribe(id uuid.UUID, ch chan struct{}) {
 	}
 }
 
-// wake signals the waiters of the run named by a notice's payload.
+// wake signals the waiters of the runs named by a notice's payload: run IDs
+// joined by "," (a worker announces a whole commit's runs in one notice).
 func (n *notices) wake(payload string) {
-	id, err := uuid.Parse(payload)
-	if err != nil {
-		return
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, ch := range n.waiters[id] {
-		select {
-		case ch <- struct{}{}:
-		default:
+	for p := range strings.SplitSeq(payload, ",") {
+		id, err := uuid.Parse(p)
+		if err != nil {
+			continue
+		}
+		for _, ch := range n.waiters[id] {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

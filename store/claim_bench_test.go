@@ -35,10 +35,12 @@ func BenchmarkClaim(b *testing.B) {
 				if err != nil || len(claimed) != 10 {
 					b.Fatalf("claimed %d: %v", len(claimed), err)
 				}
-				for _, c := range claimed {
-					if err := st.ReleaseRun(b.Context(), store.Lease{RunID: c.ID, Epoch: c.Epoch}, 0); err != nil {
-						b.Fatal(err)
-					}
+				writes := make([]store.Write, len(claimed))
+				for i, c := range claimed {
+					writes[i] = store.Write{Lease: store.Lease{RunID: c.ID, Epoch: c.Epoch}, Release: &store.Release{}}
+				}
+				if _, err := st.Commit(b.Context(), st.Pool(), writes); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

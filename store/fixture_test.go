@@ -66,10 +66,18 @@ func (h history) run(o outcome) uuid.UUID {
 	}
 	lease := store.Lease{RunID: id, Epoch: claimed[0].Epoch}
 	pol, _ := json.Marshal(policy.Default())
-	start := func(n int) {
-		if _, err := st.StartAttempt(ctx, lease, store.AttemptStart{Step: 1, Attempt: n, Activity: o.activity, Policy: pol, Worker: "test-worker", TraceID: "trace-" + fmt.Sprint(n)}); err != nil {
+	commit := func(w store.Write) {
+		w.Lease = lease
+		res, err := st.Commit(ctx, st.Pool(), []store.Write{w})
+		if err == nil {
+			err = res[0].Err
+		}
+		if err != nil {
 			h.fatalf("%v", err)
 		}
+	}
+	start := func(n int) {
+		commit(store.Write{StartAttempt: &store.AttemptStart{Step: 1, Attempt: n, Activity: o.activity, Policy: pol, Worker: "test-worker", TraceID: "trace-" + fmt.Sprint(n)}})
 	}
 	for n := 1; n <= o.errors; n++ {
 		start(n)
@@ -77,29 +85,19 @@ func (h history) run(o outcome) uuid.UUID {
 			break
 		}
 		d := 10 * time.Millisecond
-		if err := st.EndAttempt(ctx, lease, store.AttemptEnd{Step: 1, Attempt: n, Status: "failed", ErrorMessage: "boom", ErrorType: "*errors.errorString", Delay: &d, DelaySource: "jitter"}); err != nil {
-			h.fatalf("%v", err)
-		}
+		commit(store.Write{EndAttempt: &store.AttemptEnd{Step: 1, Attempt: n, Status: "failed", ErrorMessage: "boom", ErrorType: "*errors.errorString", Delay: &d, DelaySource: "jitter"}})
 	}
 	if o.reason == "" {
 		start(o.errors + 1)
-		if err := st.CompleteStep(ctx, st.Pool(), lease, 1, o.errors+1, []byte(`1`)); err != nil {
-			h.fatalf("%v", err)
-		}
-		if _, err := st.CompleteRun(ctx, lease, []byte(`1`)); err != nil {
-			h.fatalf("%v", err)
-		}
+		commit(store.Write{StepDone: &store.StepDone{Step: 1, Attempt: o.errors + 1, Output: []byte(`1`)}, CompleteRun: &store.RunOutput{Output: []byte(`1`)}})
 		return id
 	}
 	end := &store.AttemptEnd{Step: 1, Attempt: o.errors, Status: "failed", ErrorMessage: "boom", ErrorType: "*errors.errorString"}
-	if err := st.FailStep(ctx, lease, store.StepFailure{Step: 1, Reason: o.reason, ErrorMessage: "boom", ErrorType: "*errors.errorString", End: end}); err != nil {
-		h.fatalf("%v", err)
-	}
-	_, err = st.FailRun(ctx, lease, store.Failure{Reason: o.reason, Step: 1, Activity: o.activity,
-		Attempts: o.errors, Errors: o.errors, ErrorMessage: "boom", ErrorType: "*errors.errorString"})
-	if err != nil {
-		h.fatalf("%v", err)
-	}
+	commit(store.Write{
+		FailStep: &store.StepFailure{Step: 1, Reason: o.reason, ErrorMessage: "boom", ErrorType: "*errors.errorString", End: end},
+		FailRun: &store.Failure{Reason: o.reason, Step: 1, Activity: o.activity,
+			Attempts: o.errors, Errors: o.errors, ErrorMessage: "boom", ErrorType: "*errors.errorString"},
+	})
 	return id
 }
 

@@ -74,7 +74,14 @@ var ErrNotFailed = errors.New("run is not failed")
 // fences out a worker that holds it: its next write or heartbeat finds the
 // lease lost and stops. Attempts still running are closed as interrupted.
 func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) error {
-	err := s.pool.QueryRow(ctx, s.sql(`
+	// Two statements in one implicit transaction: the first locks the run
+	// FOR UPDATE, waiting for a worker's commit that holds it (its fence
+	// takes FOR KEY SHARE); the second, with a snapshot taken after that
+	// commit, then sees every attempt the worker recorded and closes it.
+	b := &pgx.Batch{}
+	b.Queue(s.sql(`SELECT 1 FROM {schema}.runs WHERE id = $1 FOR UPDATE`), id)
+	var err error
+	b.Queue(s.sql(`
 		WITH r AS (
 			UPDATE {schema}.runs
 			SET status = 'cancelled', epoch = epoch + 1, claimant = NULL, lease_expires_at = NULL,
@@ -84,7 +91,13 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) error {
 		a AS (
 			UPDATE {schema}.attempts SET status = 'interrupted', ended_at = now(), error_message = 'run cancelled'
 			WHERE run_id IN (SELECT id FROM r) AND status = 'running')
-		SELECT pg_notify($2, id::text)::text FROM r`), id, s.DoneChannel()).Scan(new(string))
+		SELECT pg_notify($2, id::text)::text FROM r`), id, s.DoneChannel()).QueryRow(func(row pgx.Row) error {
+		err = row.Scan(new(string))
+		return nil
+	})
+	if berr := s.pool.SendBatch(ctx, b).Close(); berr != nil && !errors.Is(berr, pgx.ErrNoRows) {
+		return s.wrap("cancel run", berr)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.explainMiss(ctx, id, ErrFinished)
 	}

@@ -164,8 +164,9 @@ func TestPurge_DeletesOnlyWhatItSaysAndCountsIt(t *testing.T) {
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(err)
 	}
-	if _, err := st.CompleteRun(t.Context(), store.Lease{RunID: healed, Epoch: claimed[0].Epoch}, []byte(`1`)); err != nil {
-		t.Fatal(err)
+	lease := store.Lease{RunID: healed, Epoch: claimed[0].Epoch}
+	if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: lease, CompleteRun: &store.RunOutput{Output: []byte(`1`)}}}); err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
 	}
 
 	if p, err := st.PurgeCompleted(t.Context(), store.PurgeOptions{OlderThan: time.Hour}); err != nil || p.Runs != 0 {

@@ -144,48 +144,51 @@ type Lease struct {
 }
 
 // Renew extends every given lease by ttl from the database clock in one
-// statement on db and returns those it renewed. A lease missing from the
-// result was lost: another worker claimed the run, or it was cancelled. The
-// worker runs it on a connection of its own, so that a pool busy with
-// activities cannot starve the heartbeat.
+// statement on db. In the result, true means renewed; false means the run is
+// still held under that lease but its row was locked by a write in flight (a
+// commit of the run's own worker, say), so it was skipped rather than waited
+// for: try again at the next beat. A lease missing from the result was lost:
+// another worker claimed the run, or it was cancelled or ended. The renewal
+// never waits for a lock, and the step-level writes of a worker lock their
+// run's row only FOR KEY SHARE, which does not hold it up. The worker runs it
+// on a connection of its own, so that a pool busy with activities cannot
+// starve the heartbeat.
 func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration) (map[Lease]bool, error) {
-	ids := make([]uuid.UUID, len(leases))
+	ids := make([][16]byte, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
 		ids[i], epochs[i] = l.RunID, l.Epoch
 	}
 	rows, err := db.Query(ctx, s.sql(`
-		UPDATE {schema}.runs r
-		SET lease_expires_at = now() + $3 * interval '1 millisecond'
-		FROM unnest($1::uuid[], $2::bigint[]) AS held(id, epoch)
-		WHERE r.id = held.id AND r.epoch = held.epoch AND r.status = 'running'
-		RETURNING r.id, r.epoch`), ids, epochs, ttl.Milliseconds())
+		WITH h AS (
+			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
+		free AS (
+			SELECT r.id FROM {schema}.runs r JOIN h ON r.id = h.id AND r.epoch = h.epoch
+			WHERE r.status = 'running'
+			FOR NO KEY UPDATE OF r SKIP LOCKED),
+		renewed AS (
+			UPDATE {schema}.runs r
+			SET lease_expires_at = now() + $3 * interval '1 millisecond'
+			FROM free
+			WHERE r.id = free.id
+			RETURNING r.id)
+		SELECT h.id, h.epoch, renewed.id IS NOT NULL
+		FROM h LEFT JOIN renewed ON renewed.id = h.id
+		WHERE renewed.id IS NOT NULL
+		   OR EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch AND r.status = 'running')`),
+		ids, epochs, ttl.Milliseconds())
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
 	}
-	renewed := make(map[Lease]bool, len(leases))
-	var l Lease
-	_, err = pgx.ForEachRow(rows, []any{&l.RunID, &l.Epoch}, func() error {
-		renewed[l] = true
+	out := make(map[Lease]bool, len(leases))
+	var id [16]byte
+	var epoch int64
+	var renewed bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &renewed}, func() error {
+		out[Lease{RunID: id, Epoch: epoch}] = renewed
 		return nil
 	})
-	return renewed, s.wrap("renew leases", err)
-}
-
-// CompleteRun records the workflow's output and ends the run, fenced by the
-// lease, and wakes callers waiting in Result. It returns the run's age.
-func (s *Store) CompleteRun(ctx context.Context, l Lease, output []byte) (age time.Duration, err error) {
-	var ageMS float64
-	err = s.pool.QueryRow(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs
-			SET status = 'completed', output = $3, finished_at = now(), updated_at = now(),
-			    claimant = NULL, lease_expires_at = NULL
-			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id, created_at)
-		SELECT pg_notify($4, id::text)::text, extract(epoch FROM now() - created_at) * 1000 FROM r`),
-		l.RunID, l.Epoch, output, s.DoneChannel()).Scan(new(string), &ageMS)
-	return time.Duration(ageMS * float64(time.Millisecond)), s.fenceRow("complete run", err)
+	return out, s.wrap("renew leases", err)
 }
 
 // Failure is what a failing run records in the failure table.
@@ -199,58 +202,4 @@ type Failure struct {
 	ErrorMessage string
 	ErrorType    string
 	ErrorStack   string
-}
-
-// FailRun ends the run as failed and writes its failure row in the same
-// statement, hence the same transaction: a failed run always has exactly one
-// open failure row. Fenced by the lease; wakes callers waiting in Result. It
-// returns the run's age.
-func (s *Store) FailRun(ctx context.Context, l Lease, f Failure) (age time.Duration, err error) {
-	var step *int
-	var activity *string
-	if f.Step > 0 {
-		step, activity = &f.Step, &f.Activity
-	}
-	var ageMS float64
-	err = s.pool.QueryRow(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs
-			SET status = 'failed', error_message = $3, finished_at = now(), updated_at = now(),
-			    claimant = NULL, lease_expires_at = NULL
-			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id, workflow, created_at),
-		f AS (
-			INSERT INTO {schema}.failures
-				(run_id, workflow, reason, step, activity, attempts, errors, rescues, error_message, error_type, error_stack)
-			SELECT id, workflow, $4, $5, $6, $7, $8, $9, $3, $10, nullif($11, '') FROM r
-			RETURNING run_id)
-		SELECT pg_notify($12, f.run_id::text)::text, extract(epoch FROM now() - r.created_at) * 1000
-		FROM f JOIN r ON r.id = f.run_id`),
-		l.RunID, l.Epoch, f.ErrorMessage, f.Reason, step, activity, f.Attempts, f.Errors, f.Rescues,
-		f.ErrorType, f.ErrorStack, s.DoneChannel()).Scan(new(string), &ageMS)
-	return time.Duration(ageMS * float64(time.Millisecond)), s.fenceRow("fail run", err)
-}
-
-// ReleaseRun gives up the lease and puts the run back in the queue, due after
-// delay: a durable suspension for a long backoff, or a hand-off at shutdown.
-// Fenced by the lease. A run due at once is announced to idle workers.
-func (s *Store) ReleaseRun(ctx context.Context, l Lease, delay time.Duration) error {
-	err := s.pool.QueryRow(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs
-			SET status = 'queued', run_after = now() + $3 * interval '1 millisecond',
-			    claimant = NULL, lease_expires_at = NULL, updated_at = now()
-			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id, queue)
-		SELECT CASE WHEN $3 <= 0 THEN pg_notify($4, queue)::text ELSE '' END FROM r`),
-		l.RunID, l.Epoch, delay.Milliseconds(), s.RunsChannel()).Scan(new(string))
-	return s.fenceRow("release run", err)
-}
-
-// fenceRow maps "the fenced statement returned no row" to ErrLeaseLost.
-func (s *Store) fenceRow(what string, err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrLeaseLost
-	}
-	return s.wrap(what, err)
 }

@@ -116,34 +116,6 @@ type AttemptStart struct {
 	SpanID   string
 }
 
-// StartAttempt commits the attempt row (status running) before the activity
-// is invoked, creating the step on its first attempt. The committed row is how
-// a crash is later told from an error: an attempt still "running" under an old
-// epoch was lost. It also resets the run's backstop reclaim count (an attempt
-// is progress the step budgets account for). Fenced by the lease; returns the
-// time elapsed since the step's first attempt started, by the database clock.
-func (s *Store) StartAttempt(ctx context.Context, l Lease, a AttemptStart) (elapsed time.Duration, err error) {
-	var elapsedMS float64
-	err = s.pool.QueryRow(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs SET reclaims = 0, updated_at = now()
-			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id),
-		st AS (
-			INSERT INTO {schema}.steps (run_id, step, activity, status, policy)
-			SELECT id, $3, $5, 'running', $6 FROM r
-			ON CONFLICT (run_id, step) DO UPDATE SET policy = EXCLUDED.policy, status = 'running'
-			RETURNING run_id, first_started_at),
-		a AS (
-			INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id)
-			SELECT run_id, $3, $4, $5, 'running', $7, $2, $8, nullif($9, ''), nullif($10, '') FROM st
-			RETURNING started_at)
-		SELECT extract(epoch FROM a.started_at - st.first_started_at) * 1000 FROM a, st`),
-		l.RunID, l.Epoch, a.Step, a.Attempt, a.Activity, a.Policy, a.Rescue, a.Worker, a.TraceID, a.SpanID,
-	).Scan(&elapsedMS)
-	return time.Duration(elapsedMS * float64(time.Millisecond)), s.fenceRow("start attempt", err)
-}
-
 // AttemptEnd is how an attempt that did not succeed ended.
 type AttemptEnd struct {
 	Step         int
@@ -156,39 +128,6 @@ type AttemptEnd struct {
 	DelaySource  string
 }
 
-// EndAttempt closes an attempt that ended without success, with its error and
-// the delay chosen before the next attempt. Fenced by the lease.
-func (s *Store) EndAttempt(ctx context.Context, l Lease, e AttemptEnd) error {
-	return fenced(s.pool.Exec(ctx, s.sql(`
-		UPDATE {schema}.attempts a
-		SET status = $5, ended_at = now(), error_message = $6, error_type = nullif($7, ''),
-		    error_stack = nullif($8, ''), delay_ms = $9, delay_source = nullif($10, '')
-		FROM {schema}.runs r
-		WHERE a.run_id = $1 AND a.step = $3 AND a.attempt = $4 AND a.status = 'running'
-		  AND r.id = $1 AND r.epoch = $2 AND r.status = 'running'`),
-		l.RunID, l.Epoch, e.Step, e.Attempt, e.Status, e.ErrorMessage, e.ErrorType, e.ErrorStack,
-		delayMS(e.Delay), e.DelaySource))
-}
-
-// CompleteStep records a step's output and closes its attempt as succeeded,
-// fenced by the lease. db is the pool, or for a transactional activity the
-// activity's own transaction: then the activity's writes and this checkpoint
-// commit together or not at all.
-func (s *Store) CompleteStep(ctx context.Context, db DB, l Lease, step, attempt int, output []byte) error {
-	return fenced(db.Exec(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs SET updated_at = now()
-			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id),
-		a AS (
-			UPDATE {schema}.attempts SET status = 'succeeded', ended_at = now()
-			WHERE run_id IN (SELECT id FROM r) AND step = $3 AND attempt = $4)
-		UPDATE {schema}.steps
-		SET status = 'completed', output = $5, finished_at = now()
-		WHERE run_id IN (SELECT id FROM r) AND step = $3`),
-		l.RunID, l.Epoch, step, attempt, output))
-}
-
 // StepFailure is how a step gave up.
 type StepFailure struct {
 	Step         int
@@ -199,31 +138,6 @@ type StepFailure struct {
 	// with the error that made the step give up). Nil when the last attempt is
 	// already closed (e.g. lost).
 	End *AttemptEnd
-}
-
-// FailStep records that a step gave up (the error goes back to the workflow
-// and is returned again on replay), closing its last attempt in the same
-// statement. Fenced by the lease.
-func (s *Store) FailStep(ctx context.Context, l Lease, f StepFailure) error {
-	end := AttemptEnd{}
-	if f.End != nil {
-		end = *f.End
-	}
-	return fenced(s.pool.Exec(ctx, s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs SET updated_at = now()
-			WHERE id = $1 AND epoch = $2 AND status = 'running'
-			RETURNING id),
-		a AS (
-			UPDATE {schema}.attempts
-			SET status = $7, ended_at = now(), error_message = $8, error_type = nullif($9, ''),
-			    error_stack = nullif($10, '')
-			WHERE run_id IN (SELECT id FROM r) AND step = $3 AND attempt = $11 AND status = 'running')
-		UPDATE {schema}.steps
-		SET status = 'failed', reason = $4, error_message = $5, error_type = nullif($6, ''), finished_at = now()
-		WHERE run_id IN (SELECT id FROM r) AND step = $3`),
-		l.RunID, l.Epoch, f.Step, f.Reason, f.ErrorMessage, f.ErrorType,
-		nonEmpty(end.Status, "failed"), end.ErrorMessage, end.ErrorType, end.ErrorStack, end.Attempt))
 }
 
 func delayMS(d *time.Duration) *int64 {

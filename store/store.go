@@ -167,13 +167,3 @@ func isUndefined(err error) bool {
 	}
 	return false
 }
-
-func fenced(tag pgconn.CommandTag, err error) error {
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrLeaseLost
-	}
-	return nil
-}

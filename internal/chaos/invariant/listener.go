@@ -3,6 +3,7 @@ package invariant
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 // Listener counts the completion notices of runs: Tenure announces on the
 // done channel, in the transaction that ends a run (completion or failure),
-// the run's ID. Two notices for one run mean two ends were accepted.
+// the run's ID (with the IDs of the other runs that transaction ended). Two notices for one run mean two ends were accepted.
 type Listener struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -81,12 +82,13 @@ func (l *Listener) listenOnce(ctx context.Context, pool *pgxpool.Pool, channel s
 		if err != nil {
 			return err
 		}
-		id, err := uuid.Parse(n.Payload)
-		if err != nil {
-			continue
-		}
+		// A worker announces every run one commit ended in one notice.
 		l.mu.Lock()
-		l.notices[id]++
+		for p := range strings.SplitSeq(n.Payload, ",") {
+			if id, err := uuid.Parse(p); err == nil {
+				l.notices[id]++
+			}
+		}
 		l.mu.Unlock()
 	}
 }

@@ -1,0 +1,468 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Write is everything one run's worker records in one commit: optionally the
+// checkpoint of a step whose attempt succeeded, then at most one of each
+// other part, applied in this order: StepDone, EndAttempt, FailStep,
+// StartAttempt, then one end of the lease (CompleteRun, FailRun or Release).
+// Every part is fenced by Lease; a Write is applied whole or, when the lease
+// is lost, not at all.
+type Write struct {
+	Lease Lease
+	// StepDone records a step's output and closes its attempt as succeeded.
+	StepDone *StepDone
+	// EndAttempt closes an attempt that ended without success.
+	EndAttempt *AttemptEnd
+	// FailStep records that a step gave up; its End, if any, closes the
+	// step's last attempt.
+	FailStep *StepFailure
+	// StartAttempt records an attempt before its activity is invoked.
+	StartAttempt *AttemptStart
+	// CompleteRun ends the run with its output.
+	CompleteRun *RunOutput
+	// FailRun ends the run with its failure row.
+	FailRun *Failure
+	// Release gives up the lease and queues the run again.
+	Release *Release
+}
+
+// StepDone is a step whose attempt returned its output.
+type StepDone struct {
+	Step    int
+	Attempt int
+	Output  []byte // JSON
+}
+
+// RunOutput is a workflow's JSON output.
+type RunOutput struct{ Output []byte }
+
+// Release hands a run back to the queue, due after Delay (0: at once).
+type Release struct{ Delay time.Duration }
+
+// WriteResult is the outcome of one Write of a Commit.
+type WriteResult struct {
+	// Err is nil when the write committed, or ErrLeaseLost when its fence
+	// refused it (nothing of it was written).
+	Err error
+	// Elapsed is, for a StartAttempt, the time since the step's first
+	// attempt started, by the database clock.
+	Elapsed time.Duration
+	// Age is, for a run's end, the run's age.
+	Age time.Duration
+}
+
+// Batcher is what Commit sends its statements on: a *pgx.Conn or a
+// *pgxpool.Pool.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Commit applies many runs' writes in one transaction and one round trip: one
+// multi-row statement per kind of part, each fenced per run, then one NOTIFY
+// for all the runs it ended. It returns one result per write, in order. A
+// write whose lease was lost gets ErrLeaseLost and never fails another's; an
+// error of the database (connection, statement) is returned for the whole
+// batch, which then committed nothing.
+//
+// db must not be inside a transaction: a pgx batch outside one is a single
+// implicit transaction, so the batch commits once, and no part is
+// acknowledged before that commit.
+//
+// Fencing without blocking the heartbeat: the fence of a step-level part
+// takes FOR KEY SHARE on the run's row, which holds off anything that changes
+// the run's epoch or status (claims and cancels lock the row FOR UPDATE) until
+// the commit, but not the heartbeat's renewal of the lease.
+func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]WriteResult, error) {
+	var c commitBatch
+	for i := range writes {
+		c.add(i, &writes[i])
+	}
+	b := &pgx.Batch{}
+	c.queue(s, b)
+	res := db.SendBatch(ctx, b)
+	fenced, err := c.read(res)
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, s.wrap("commit", err)
+	}
+	out := make([]WriteResult, len(writes))
+	for i := range writes {
+		w := &writes[i]
+		id := w.Lease.RunID
+		ok := true
+		for k := range kinds {
+			if c.has[k][i] && !fenced[k].has(id) {
+				ok = false
+			}
+		}
+		if !ok {
+			out[i].Err = ErrLeaseLost
+			continue
+		}
+		out[i].Elapsed = fenced[kindStart].ms[id]
+		for _, k := range []kind{kindComplete, kindFail, kindRelease} {
+			if c.has[k][i] {
+				out[i].Age = fenced[k].ms[id]
+			}
+		}
+	}
+	return out, nil
+}
+
+// kind is one multi-row statement of a commit.
+type kind int
+
+const (
+	kindStepDone kind = iota
+	kindEnd
+	kindFailStep
+	kindStart
+	kindComplete
+	kindFail
+	kindRelease
+	kinds
+)
+
+// commitBatch gathers the columns of each statement.
+type commitBatch struct {
+	has [kinds]map[int]bool // write index -> has that part
+
+	done struct {
+		ids             [][16]byte
+		epochs          []int64
+		steps, attempts []int32
+		outputs         [][]byte
+	}
+	end struct {
+		ids                   [][16]byte
+		epochs                []int64
+		steps, attempts       []int32
+		status, msg, typ, stk []string
+		delays                []*int64
+		sources               []string
+	}
+	failStep struct {
+		ids                  [][16]byte
+		epochs               []int64
+		steps                []int32
+		reasons, msgs, types []string
+	}
+	start struct {
+		ids                           [][16]byte
+		epochs                        []int64
+		steps, attempts               []int32
+		activities, workers, traceIDs []string
+		spanIDs                       []string
+		policies                      [][]byte
+		rescues                       []bool
+	}
+	complete struct {
+		ids     [][16]byte
+		epochs  []int64
+		outputs [][]byte
+	}
+	fail struct {
+		ids                          [][16]byte
+		epochs                       []int64
+		steps                        []*int32
+		activities                   []*string
+		attempts, errs, rescues      []int32
+		reasons, msgs, types, stacks []string
+	}
+	release struct {
+		ids    [][16]byte
+		epochs []int64
+		delays []int64
+	}
+	ended struct { // runs this batch ends, announced on the done channel
+		ids    [][16]byte
+		epochs []int64
+	}
+	wakeRuns bool // a run was released due at once
+
+	order    []kind // the statements queued, in order
+	notifies int    // the notices queued after them
+}
+
+func (c *commitBatch) mark(k kind, i int) {
+	if c.has[k] == nil {
+		c.has[k] = map[int]bool{}
+	}
+	c.has[k][i] = true
+}
+
+func (c *commitBatch) add(i int, w *Write) {
+	id, ep := [16]byte(w.Lease.RunID), w.Lease.Epoch
+	if d := w.StepDone; d != nil {
+		c.mark(kindStepDone, i)
+		c.done.ids, c.done.epochs = append(c.done.ids, id), append(c.done.epochs, ep)
+		c.done.steps, c.done.attempts = append(c.done.steps, int32(d.Step)), append(c.done.attempts, int32(d.Attempt))
+		c.done.outputs = append(c.done.outputs, d.Output)
+	}
+	end := w.EndAttempt
+	if w.FailStep != nil && w.FailStep.End != nil {
+		e := *w.FailStep.End
+		e.Step = w.FailStep.Step
+		e.Status = nonEmpty(e.Status, "failed")
+		end = &e
+	}
+	if end != nil {
+		c.mark(kindEnd, i)
+		e := &c.end
+		e.ids, e.epochs = append(e.ids, id), append(e.epochs, ep)
+		e.steps, e.attempts = append(e.steps, int32(end.Step)), append(e.attempts, int32(end.Attempt))
+		e.status, e.msg = append(e.status, end.Status), append(e.msg, end.ErrorMessage)
+		e.typ, e.stk = append(e.typ, end.ErrorType), append(e.stk, end.ErrorStack)
+		e.delays, e.sources = append(e.delays, delayMS(end.Delay)), append(e.sources, end.DelaySource)
+	}
+	if f := w.FailStep; f != nil {
+		c.mark(kindFailStep, i)
+		x := &c.failStep
+		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(f.Step))
+		x.reasons, x.msgs, x.types = append(x.reasons, f.Reason), append(x.msgs, f.ErrorMessage), append(x.types, f.ErrorType)
+	}
+	if a := w.StartAttempt; a != nil {
+		c.mark(kindStart, i)
+		x := &c.start
+		x.ids, x.epochs = append(x.ids, id), append(x.epochs, ep)
+		x.steps, x.attempts = append(x.steps, int32(a.Step)), append(x.attempts, int32(a.Attempt))
+		x.activities, x.policies = append(x.activities, a.Activity), append(x.policies, a.Policy)
+		x.rescues, x.workers = append(x.rescues, a.Rescue), append(x.workers, a.Worker)
+		x.traceIDs, x.spanIDs = append(x.traceIDs, a.TraceID), append(x.spanIDs, a.SpanID)
+	}
+	if r := w.CompleteRun; r != nil {
+		c.mark(kindComplete, i)
+		x := &c.complete
+		x.ids, x.epochs, x.outputs = append(x.ids, id), append(x.epochs, ep), append(x.outputs, r.Output)
+		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
+	}
+	if f := w.FailRun; f != nil {
+		c.mark(kindFail, i)
+		x := &c.fail
+		var step *int32
+		var activity *string
+		if f.Step > 0 {
+			n, a := int32(f.Step), f.Activity
+			step, activity = &n, &a
+		}
+		x.ids, x.epochs = append(x.ids, id), append(x.epochs, ep)
+		x.steps, x.activities = append(x.steps, step), append(x.activities, activity)
+		x.attempts, x.errs, x.rescues = append(x.attempts, int32(f.Attempts)), append(x.errs, int32(f.Errors)), append(x.rescues, int32(f.Rescues))
+		x.reasons, x.msgs = append(x.reasons, f.Reason), append(x.msgs, f.ErrorMessage)
+		x.types, x.stacks = append(x.types, f.ErrorType), append(x.stacks, f.ErrorStack)
+		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
+	}
+	if r := w.Release; r != nil {
+		c.mark(kindRelease, i)
+		x := &c.release
+		x.ids, x.epochs, x.delays = append(x.ids, id), append(x.epochs, ep), append(x.delays, r.Delay.Milliseconds())
+		if r.Delay <= 0 {
+			c.wakeRuns = true
+		}
+	}
+}
+
+// The fence of the step-level statements: the runs this batch still holds.
+// FOR KEY SHARE conflicts with the FOR UPDATE of claims and cancels (which
+// change the epoch) but not with the heartbeat's update of the lease expiry.
+const fence = `
+	f AS (
+		SELECT x.* FROM x JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+		FOR KEY SHARE OF r)`
+
+// A step's output and its attempt's success. Idempotent: a repeated write
+// finds the attempt closed and the step completed with the same output.
+const sqlStepDone = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::jsonb[])
+			AS x(run_id, epoch, step, attempt, output)),` + fence + `,
+	a AS (
+		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
+		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running'),
+	s AS (
+		UPDATE {schema}.steps s SET status = 'completed', output = f.output, finished_at = now()
+		FROM f WHERE s.run_id = f.run_id AND s.step = f.step)
+	SELECT run_id, 0::float8 FROM f`
+
+// Attempts that ended without success, with the delay chosen before the next.
+const sqlEndAttempt = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[],
+		                     $7::text[], $8::text[], $9::bigint[], $10::text[])
+			AS x(run_id, epoch, step, attempt, status, error_message, error_type, error_stack, delay_ms, delay_source)),` + fence + `,
+	a AS (
+		UPDATE {schema}.attempts a
+		SET status = f.status, ended_at = now(), error_message = f.error_message,
+		    error_type = nullif(f.error_type, ''), error_stack = nullif(f.error_stack, ''),
+		    delay_ms = f.delay_ms, delay_source = nullif(f.delay_source, '')
+		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running')
+	SELECT run_id, 0::float8 FROM f`
+
+// Steps that gave up: the error is returned to the workflow again on replay.
+const sqlFailStep = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[])
+			AS x(run_id, epoch, step, reason, error_message, error_type)),` + fence + `,
+	s AS (
+		UPDATE {schema}.steps s
+		SET status = 'failed', reason = f.reason, error_message = f.error_message,
+		    error_type = nullif(f.error_type, ''), finished_at = now()
+		FROM f WHERE s.run_id = f.run_id AND s.step = f.step)
+	SELECT run_id, 0::float8 FROM f`
+
+// Attempt rows, committed before their activities are invoked: an attempt
+// still running under an old epoch is how a crash is told from an error. A
+// step is created by its first attempt; an attempt resets the run's backstop
+// reclaim count (written only when it is not already zero). Returns, per run,
+// the time since the step's first attempt started.
+const sqlStartAttempt = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
+		                     $7::bool[], $8::text[], $9::text[], $10::text[])
+			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id)),
+	f AS (
+		SELECT x.*, r.reclaims FROM x JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+		FOR KEY SHARE OF r),
+	bs AS (
+		UPDATE {schema}.runs r SET reclaims = 0 FROM f WHERE r.id = f.run_id AND f.reclaims > 0),
+	st AS (
+		INSERT INTO {schema}.steps (run_id, step, activity, status, policy)
+		SELECT run_id, step, activity, 'running', policy FROM f
+		ON CONFLICT (run_id, step) DO UPDATE SET policy = EXCLUDED.policy, status = 'running'
+		RETURNING run_id, first_started_at),
+	a AS (
+		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id)
+		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, '')
+		FROM f
+		ON CONFLICT (run_id, step, attempt) DO NOTHING)
+	SELECT run_id, extract(epoch FROM now() - first_started_at)::float8 * 1000 FROM st`
+
+// Completed runs. Returns each run's age.
+const sqlCompleteRun = `
+	UPDATE {schema}.runs r
+	SET status = 'completed', output = x.output, finished_at = now(), updated_at = now(),
+	    claimant = NULL, lease_expires_at = NULL
+	FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)
+	WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+	RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 * 1000`
+
+// Failed runs and their failure rows, in one statement: a failed run always
+// has exactly one open failure row. Returns each run's age.
+const sqlFailRun = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::int[],
+		                     $8::text[], $9::text[], $10::text[], $11::text[])
+			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),
+	r AS (
+		UPDATE {schema}.runs r
+		SET status = 'failed', error_message = x.error_message, finished_at = now(), updated_at = now(),
+		    claimant = NULL, lease_expires_at = NULL
+		FROM x WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+		RETURNING r.id, r.workflow, r.created_at),
+	fr AS (
+		INSERT INTO {schema}.failures
+			(run_id, workflow, reason, step, activity, attempts, errors, rescues, error_message, error_type, error_stack)
+		SELECT r.id, r.workflow, x.reason, x.step, x.activity, x.attempts, x.errors, x.rescues,
+		       x.error_message, x.error_type, nullif(x.error_stack, '')
+		FROM r JOIN x ON x.run_id = r.id)
+	SELECT id, extract(epoch FROM now() - created_at)::float8 * 1000 FROM r`
+
+// Runs handed back to the queue (durable suspension, or hand-off at shutdown).
+const sqlRelease = `
+	UPDATE {schema}.runs r
+	SET status = 'queued', run_after = now() + x.delay_ms * interval '1 millisecond',
+	    claimant = NULL, lease_expires_at = NULL, updated_at = now()
+	FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)
+	WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+	RETURNING r.id, 0::float8`
+
+// The runs a batch ended, 200 IDs a notice (PostgreSQL's payload limit is
+// 8000 bytes). finished_at is the transaction's time only for runs ended by
+// this transaction.
+const sqlNotifyEnded = `
+	SELECT pg_notify($1, string_agg(id::text, ','))
+	FROM (SELECT r.id, (row_number() OVER () - 1) / 200 AS chunk
+	      FROM unnest($2::uuid[], $3::bigint[]) AS x(run_id, epoch)
+	      JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch
+	      WHERE r.status IN ('completed', 'failed') AND r.finished_at = now()) AS ended
+	GROUP BY chunk`
+
+func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
+	c.order = c.order[:0]
+	q := func(k kind, stmt string, args ...any) {
+		if len(c.has[k]) > 0 {
+			b.Queue(s.sql(stmt), args...)
+			c.order = append(c.order, k)
+		}
+	}
+	q(kindStepDone, sqlStepDone, c.done.ids, c.done.epochs, c.done.steps, c.done.attempts, c.done.outputs)
+	e := &c.end
+	q(kindEnd, sqlEndAttempt, e.ids, e.epochs, e.steps, e.attempts, e.status, e.msg, e.typ, e.stk, e.delays, e.sources)
+	fs := &c.failStep
+	q(kindFailStep, sqlFailStep, fs.ids, fs.epochs, fs.steps, fs.reasons, fs.msgs, fs.types)
+	st := &c.start
+	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
+		st.rescues, st.workers, st.traceIDs, st.spanIDs)
+	q(kindComplete, sqlCompleteRun, c.complete.ids, c.complete.epochs, c.complete.outputs)
+	f := &c.fail
+	q(kindFail, sqlFailRun, f.ids, f.epochs, f.steps, f.activities, f.attempts, f.errs, f.rescues,
+		f.reasons, f.msgs, f.types, f.stacks)
+	q(kindRelease, sqlRelease, c.release.ids, c.release.epochs, c.release.delays)
+
+	// One notice per batch (more only past the payload limit) wakes the
+	// callers waiting in Result for any of the runs it ended. It names only
+	// the runs this transaction did end, read back after the statements above
+	// (a refused fence leaves the run unfinished, or finished by another).
+	if len(c.ended.ids) > 0 {
+		b.Queue(s.sql(sqlNotifyEnded), s.DoneChannel(), c.ended.ids, c.ended.epochs)
+		c.notifies++
+	}
+	if c.wakeRuns {
+		b.Queue(`SELECT pg_notify($1, '')`, s.RunsChannel())
+		c.notifies++
+	}
+}
+
+// fencedSet is the runs a statement found still held, with a figure each.
+type fencedSet struct{ ms map[uuid.UUID]time.Duration }
+
+func (f fencedSet) has(id uuid.UUID) bool { _, ok := f.ms[id]; return ok }
+
+func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
+	var out [kinds]fencedSet
+	for _, k := range c.order {
+		rows, err := res.Query()
+		if err != nil {
+			return out, err
+		}
+		set := fencedSet{ms: map[uuid.UUID]time.Duration{}}
+		var id [16]byte
+		var ms float64
+		_, err = pgx.ForEachRow(rows, []any{&id, &ms}, func() error {
+			set.ms[uuid.UUID(id)] = time.Duration(ms * float64(time.Millisecond))
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", kindNames[k], err)
+		}
+		out[k] = set
+	}
+	for range c.notifies {
+		if _, err := res.Exec(); err != nil {
+			return out, fmt.Errorf("notify: %w", err)
+		}
+	}
+	return out, nil
+}
+
+var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "start attempts", "complete runs", "fail runs", "release runs"}
