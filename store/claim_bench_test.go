@@ -1,48 +1,111 @@
 package store_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/google/uuid"
 )
 
-// BenchmarkClaim measures one claim of 10 runs (and their hand-back) with a
-// backlog of queued runs behind it. The claim finds candidates by index in
-// order, so its cost must not grow with the backlog: compare the cases
-// within one run.
+// BenchmarkClaim measures one claim of 10 runs of the registered workflow as
+// the table around it grows: the claim finds candidates by index in order, per
+// queue and workflow, so its cost must not grow with runs it cannot take. The
+// cases share one schema and each adds rows to the previous one:
 //
-//	go test ./store -run '^$' -bench Claim
+//   - registered=1000: 1,000 queued runs of the registered workflow;
+//   - +unregistered=100000: plus 100,000 queued runs of a workflow no worker
+//     registered, older than the registered ones and in the same queue;
+//   - +expired=10000: plus 10,000 running runs of that workflow whose lease
+//     expired (its workers died and none came back);
+//   - +completed=1000000: plus 1,000,000 completed runs of the registered
+//     workflow.
+//
+// ns/claim is the claim alone (the hand-back is not timed); ratio is ns/claim
+// over the first case's. Compare the cases within one run:
+//
+//	go test ./store -run '^$' -bench Claim -benchtime 2000x
 func BenchmarkClaim(b *testing.B) {
-	for _, backlog := range []int{1_000, 100_000} {
-		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
-			st := newStore(b)
-			// A backlog inserted in one statement; the rows are what Start writes.
-			_, err := st.Pool().Exec(b.Context(), fmt.Sprintf(`
-				INSERT INTO %s.runs (id, workflow, input, run_after)
-				SELECT gen_random_uuid(), 'wf', '{}', now() - i * interval '1 millisecond'
-				FROM generate_series(1, $1) AS i`, st.Schema()), backlog)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := st.Pool().Exec(b.Context(), fmt.Sprintf(`ANALYZE %s.runs`, st.Schema())); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
+	st := newStore(b)
+	load := func(query string, args ...any) {
+		b.Helper()
+		start := time.Now()
+		if _, err := st.Pool().Exec(b.Context(), replaceSchema(query, st.Schema()), args...); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Pool().Exec(b.Context(), replaceSchema(`ANALYZE {schema}.runs`, st.Schema())); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("loaded in %v", time.Since(start).Round(time.Millisecond))
+	}
+	// Row IDs in insertion order, so that a million rows load in seconds.
+	const seqID = `lpad(to_hex(i + $1::bigint), 32, '0')::uuid`
+	var base, last float64
+	run := func(name string) {
+		b.Run(name, func(b *testing.B) {
+			var claimed time.Duration
+			ids := make([]uuid.UUID, 0, 10)
 			for range b.N {
-				claimed, err := st.Claim(b.Context(), []string{"wf"}, []string{"default"}, 10, "bench", time.Minute)
-				if err != nil || len(claimed) != 10 {
-					b.Fatalf("claimed %d: %v", len(claimed), err)
+				start := time.Now()
+				runs, err := st.Claim(b.Context(), []string{"wf"}, []string{"default"}, 10, "bench", time.Minute)
+				claimed += time.Since(start)
+				if err != nil || len(runs) != 10 {
+					b.Fatalf("claimed %d: %v", len(runs), err)
 				}
-				writes := make([]store.Write, len(claimed))
-				for i, c := range claimed {
-					writes[i] = store.Write{Lease: store.Lease{RunID: c.ID, Epoch: c.Epoch}, Release: &store.Release{}}
+				for _, r := range runs {
+					if r.Workflow != "wf" || r.Reclaimed {
+						b.Fatalf("claimed %+v", r)
+					}
 				}
-				if _, err := st.Commit(b.Context(), st.Pool(), writes); err != nil {
+				// Hand the runs back as a release does, in one untimed statement.
+				b.StopTimer()
+				ids = ids[:0]
+				for _, r := range runs {
+					ids = append(ids, r.ID)
+				}
+				_, err = st.Pool().Exec(b.Context(), replaceSchema(`
+					UPDATE {schema}.runs
+					SET status = 'queued', run_after = now(), claimant = NULL, lease_expires_at = NULL, updated_at = now()
+					WHERE id = ANY ($1)`, st.Schema()), ids)
+				if err != nil {
 					b.Fatal(err)
 				}
+				b.StartTimer()
 			}
+			last = float64(claimed.Nanoseconds()) / float64(b.N)
+			ref := base
+			if ref == 0 {
+				ref = last
+			}
+			b.ReportMetric(last, "ns/claim")
+			b.ReportMetric(last/ref, "ratio")
 		})
+		if base == 0 {
+			base = last // the first case's final round
+		}
 	}
+
+	load(`
+		INSERT INTO {schema}.runs (id, workflow, input, run_after)
+		SELECT `+seqID+`, 'wf', '{}', now() - i * interval '1 millisecond'
+		FROM generate_series(1, 1000) AS i`, 0)
+	run("registered=1000")
+
+	load(`
+		INSERT INTO {schema}.runs (id, workflow, input, run_after)
+		SELECT `+seqID+`, 'unregistered', '{}', now() - interval '1 day' - i * interval '1 millisecond'
+		FROM generate_series(1, 100000) AS i`, 1_000_000)
+	run("+unregistered=100000")
+
+	load(`
+		INSERT INTO {schema}.runs (id, workflow, input, status, claimant, epoch, lease_expires_at, started_at)
+		SELECT `+seqID+`, 'unregistered', '{}', 'running', 'dead', 1,
+		       now() - interval '1 hour' - i * interval '1 millisecond', now() - interval '2 hours'
+		FROM generate_series(1, 10000) AS i`, 2_000_000)
+	run("+expired=10000")
+
+	load(`
+		INSERT INTO {schema}.runs (id, workflow, input, output, status, epoch, run_after, created_at, started_at, finished_at, updated_at)
+		SELECT `+seqID+`, 'wf', '{}', '1', 'completed', 1, t, t, t, t + interval '1 second', t + interval '1 second'
+		FROM generate_series(1, 1000000) AS i, LATERAL (SELECT now() - interval '3 days' + i * interval '100 milliseconds') AS x(t)`, 3_000_000)
+	run("+completed=1000000")
 }

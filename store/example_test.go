@@ -29,4 +29,5 @@ func ExampleMigrate() {
 	// Output:
 	// 1 init true
 	// 2 operator true
+	// 3 claim_by_workflow true
 }

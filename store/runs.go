@@ -74,34 +74,43 @@ type Claimed struct {
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
 // running runs whose lease expired (crash recovery, taken first), then queued
-// runs that are due, best priority first. The lease expiry comes from the
-// database clock and every claim increments the epoch, fencing out the
-// previous holder. SKIP LOCKED lets many workers claim concurrently without
-// waiting on each other.
+// runs that are due, best priority first, earliest due first among equals. The
+// lease expiry comes from the database clock and every claim increments the
+// epoch, fencing out the previous holder. SKIP LOCKED lets many workers claim
+// concurrently without waiting on each other.
 //
-// Each kind of candidate is found by its own index in order (per queue, a
-// LATERAL scan of runs_claim_idx; expired leases by runs_lease_idx), so a
-// claim costs the same with a backlog of a million queued runs as with ten.
-// Up to limit rows of each kind are locked for the statement; those not
-// taken are released when it ends.
+// Candidates are found per (queue, workflow) pair, each by a LATERAL scan of
+// its own index range in order (queued runs by runs_claim_idx, expired leases
+// by runs_lease_idx) that stops at limit, and the pairs' candidates are merged.
+// So a claim costs the same whatever else the table holds: a million queued
+// runs of its workflows, the backlog of a workflow no worker registered, or
+// finished runs. Up to limit rows of each kind and pair are locked for the
+// statement; those not taken are released when it ends.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		WITH expired AS (
-			SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after
-			FROM {schema}.runs
-			WHERE status = 'running' AND lease_expires_at < now()
-			  AND workflow = ANY($1) AND queue = ANY($2)
-			ORDER BY lease_expires_at
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED),
+		WITH pairs AS (
+			-- Distinct, so that no pair's rows are found twice.
+			SELECT DISTINCT q.name AS queue, w.name AS workflow
+			FROM unnest($2::text[]) AS q(name), unnest($1::text[]) AS w(name)),
+		expired AS (
+			SELECT c.*
+			FROM pairs p
+			CROSS JOIN LATERAL (
+				SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after
+				FROM {schema}.runs
+				WHERE status = 'running' AND queue = p.queue AND workflow = p.workflow
+				  AND lease_expires_at < now()
+				ORDER BY lease_expires_at
+				LIMIT $3
+				FOR UPDATE SKIP LOCKED) AS c),
 		queued AS (
 			SELECT c.*
-			FROM unnest($2::text[]) AS q(name)
+			FROM pairs p
 			CROSS JOIN LATERAL (
 				SELECT id, false AS reclaim, run_after AS due_at, started_at IS NULL AS fresh, priority, run_after
 				FROM {schema}.runs
-				WHERE status = 'queued' AND queue = q.name AND run_after <= now()
-				  AND workflow = ANY($1)
+				WHERE status = 'queued' AND queue = p.queue AND workflow = p.workflow
+				  AND run_after <= now()
 				ORDER BY priority DESC, run_after
 				LIMIT $3
 				FOR UPDATE SKIP LOCKED) AS c),
