@@ -1,0 +1,154 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/store"
+)
+
+// claimN starts and claims n runs of workflow "wf" on a queue of their own.
+func claimN(t *testing.T, st *store.Store, n int) []store.Lease {
+	t.Helper()
+	queue := "q-" + uuid.NewString()[:8]
+	runs := make([]store.NewRun, n)
+	for i := range runs {
+		runs[i] = store.NewRun{ID: uuid.New(), Workflow: "wf", Queue: queue, Input: []byte(`{}`)}
+		if _, _, _, err := st.InsertRun(t.Context(), st.Pool(), runs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := st.Claim(t.Context(), []string{"wf"}, []string{queue}, n, "w", time.Minute)
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claimed %d of %d: %v", len(claimed), n, err)
+	}
+	leases := make([]store.Lease, n)
+	for i, c := range claimed {
+		leases[i] = store.Lease{RunID: c.ID, Epoch: c.Epoch}
+	}
+	return leases
+}
+
+func TestCommit_ALostFenceFailsOnlyItsOwnRun(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	leases := claimN(t, st, 3)
+	pol, _ := json.Marshal(policy.Default())
+	start := func(l store.Lease) store.Write {
+		return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w"}}
+	}
+	if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{start(leases[0]), start(leases[1]), start(leases[2])}); err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil {
+		t.Fatalf("start attempts: %v %+v", err, res)
+	}
+
+	// Another worker took run 1 over (its lease expired and was reclaimed).
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), leases[1].RunID); err != nil {
+		t.Fatal(err)
+	}
+	conn := listen(t, st.DoneChannel())
+
+	// One batch: run 0 completes its step and the run; run 1 (fenced out)
+	// tries the same; run 2 completes its step and starts step 2.
+	done := &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`7`)}
+	out := &store.RunOutput{Output: []byte(`7`)}
+	next := start(leases[2]).StartAttempt
+	next.Step = 2
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{
+		{Lease: leases[0], StepDone: done, CompleteRun: out},
+		{Lease: leases[1], StepDone: done, CompleteRun: out},
+		{Lease: leases[2], StepDone: done, StartAttempt: next},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || res[2].Err != nil || !errors.Is(res[1].Err, store.ErrLeaseLost) {
+		t.Fatalf("results %+v: want only run 1 refused", res)
+	}
+	status := func(l store.Lease) string {
+		return scalar[string](t, st, `SELECT r.status || '/' || string_agg(a.step || ':' || a.status, ',' ORDER BY a.step)
+			FROM {schema}.runs r JOIN {schema}.attempts a ON a.run_id = r.id WHERE r.id = $1 GROUP BY r.status`, l.RunID)
+	}
+	for i, want := range []string{"completed/1:succeeded", "running/1:running", "running/1:succeeded,2:running"} {
+		if got := status(leases[i]); got != want {
+			t.Errorf("run %d: %s, want %s", i, got, want)
+		}
+	}
+	// One notice for the batch, naming only the run it did end.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != leases[0].RunID.String() {
+		t.Fatalf("notice %q, want only run 0 (%s)", n.Payload, leases[0].RunID)
+	}
+}
+
+func TestCommit_OneNoticeNamesEveryRunTheBatchEnded(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	leases := claimN(t, st, 450) // more than one notice's payload holds
+	conn := listen(t, st.DoneChannel())
+	writes := make([]store.Write, len(leases))
+	for i, l := range leases {
+		writes[i] = store.Write{Lease: l, CompleteRun: &store.RunOutput{Output: []byte(`1`)}}
+		if i%2 == 1 {
+			writes[i] = store.Write{Lease: l, FailRun: &store.Failure{Reason: "workflow_error", ErrorMessage: "no"}}
+		}
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got []string
+	for i, l := range leases {
+		if res[i].Err != nil {
+			t.Fatalf("write %d: %v", i, res[i].Err)
+		}
+		want = append(want, l.RunID.String())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	notices := 0
+	for len(got) < len(want) {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("after %d notices, %d IDs: %v", notices, len(got), err)
+		}
+		notices++
+		got = append(got, strings.Split(n.Payload, ",")...)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) || notices != 3 {
+		t.Fatalf("%d notices with %d IDs, want 3 notices naming the %d runs", notices, len(got), len(want))
+	}
+	if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.failures`); n != len(leases)/2 {
+		t.Fatalf("%d failure rows, want %d", n, len(leases)/2)
+	}
+}
+
+// listen returns a connection listening on channel.
+func listen(t *testing.T, channel string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(t.Context(), "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
