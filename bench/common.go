@@ -23,6 +23,7 @@ func newPool(ctx context.Context, url string, size int32) (*pgxpool.Pool, error)
 		return nil, err
 	}
 	cfg.MaxConns, cfg.MinConns = size, size
+	cfg.ConnConfig.RuntimeParams["application_name"] = appName
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

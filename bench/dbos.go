@@ -109,7 +109,7 @@ func dbosTimed(ctx context.Context, c config, m *meter, res result, k, steps int
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -117,7 +117,7 @@ func dbosTimed(ctx context.Context, c config, m *meter, res result, k, steps int
 	if err != nil {
 		return res, err
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}

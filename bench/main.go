@@ -68,6 +68,10 @@ type result struct {
 	P90Ms          *float64 `json:"p90_ms,omitempty"`
 	LeasesLost     *int64   `json:"leases_lost,omitempty"`
 	Completed      int      `json:"completed"` // runs found finished afterwards
+	// ForeignSamples counts the 100ms samples of the timed part in which
+	// another client's session was active: non-zero means the cluster-wide
+	// counters include someone else's work.
+	ForeignSamples int `json:"foreign_samples"`
 }
 
 var allSystems = []string{"tenure", "river", "dbos"}
@@ -200,8 +204,8 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 }
 
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintf(w, "%-4s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s\n",
-		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost")
+	fmt.Fprintf(w, "%-4s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s\n",
+		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost", "noise")
 	opt := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -219,8 +223,8 @@ func printTable(w io.Writer, results []result) {
 		if r.LeasesLost != nil {
 			lost = fmt.Sprint(*r.LeasesLost)
 		}
-		fmt.Fprintf(w, "%-4s %-7s %4s %6d %10.0f %10s %9.2f %10.0f %8.2f %8s %8s %6s\n",
-			r.Workload, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost)
+		fmt.Fprintf(w, "%-4s %-7s %4s %6d %10.0f %10s %9.2f %10.0f %8.2f %8s %8s %6s %5d\n",
+			r.Workload, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples)
 	}
 }
 

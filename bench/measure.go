@@ -21,8 +21,15 @@ const clockTicks = 100
 // connection of its own, outside every system's pool; its queries assign no
 // transaction ID and write no WAL.
 type meter struct {
-	conn *pgx.Conn
+	conn  *pgx.Conn
+	watch *pgx.Conn // watches for other sessions during a timed part
+	seen  chan int  // what the watcher saw, when it stops
+	quit  chan struct{}
 }
+
+// appName marks every connection the benchmark opens, so that the watcher
+// can tell other sessions apart.
+const appName = "tenure-bench"
 
 // reading is the counters at one instant.
 type reading struct {
@@ -30,17 +37,78 @@ type reading struct {
 	xid  uint64 // next transaction ID to be assigned
 	wal  int64  // bytes of WAL since 0/0
 	busy int64  // non-idle jiffies, summed over all CPUs
+	// foreign is how many of the watcher's samples (one per 100ms) found a
+	// session of someone else's active: their transactions and WAL are in
+	// the deltas too.
+	foreign int
 }
 
 func newMeter(ctx context.Context, url string) (*meter, error) {
-	conn, err := pgx.Connect(ctx, url)
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
-	return &meter{conn: conn}, nil
+	cfg.RuntimeParams["application_name"] = appName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	watch, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	return &meter{conn: conn, watch: watch}, nil
 }
 
-func (m *meter) close() { _ = m.conn.Close(context.Background()) }
+func (m *meter) close() {
+	_ = m.conn.Close(context.Background())
+	_ = m.watch.Close(context.Background())
+}
+
+// start reads the counters at the start of a timed part and starts watching
+// for other sessions.
+func (m *meter) start(ctx context.Context) (reading, error) {
+	r, err := m.read(ctx)
+	if err != nil {
+		return r, err
+	}
+	m.seen, m.quit = make(chan int, 1), make(chan struct{})
+	go func(seen chan<- int, quit <-chan struct{}) {
+		n := 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				seen <- n
+				return
+			case <-tick.C:
+			}
+			var others int
+			err := m.watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE backend_type = 'client backend' AND state <> 'idle'
+				AND application_name <> $1 AND pid <> pg_backend_pid()`, appName).Scan(&others)
+			if err == nil && others > 0 {
+				n++
+			}
+		}
+	}(m.seen, m.quit)
+	return r, nil
+}
+
+// stop ends the watch and reads the counters at the end of a timed part.
+func (m *meter) stop(ctx context.Context) (reading, error) {
+	if m.quit != nil {
+		close(m.quit)
+		defer func() { m.quit = nil }()
+	}
+	r, err := m.read(ctx)
+	if m.quit != nil {
+		r.foreign = <-m.seen
+	}
+	return r, err
+}
 
 // settle checkpoints, so that every timed part starts with the same
 // full-page-write state (the first change to a page after a checkpoint logs
@@ -102,6 +170,7 @@ func busyJiffies() (int64, error) {
 // charge fills res's per-run costs from the readings around its timed part.
 func charge(res *result, before, after reading) {
 	res.Seconds = after.at.Sub(before.at).Seconds()
+	res.ForeignSamples = after.foreign
 	n := float64(res.Runs)
 	res.RunsPerSec = n / res.Seconds
 	if res.Steps > 0 {

@@ -140,7 +140,7 @@ func riverDrain(ctx context.Context, c config, m *meter) (res result, err error)
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -152,7 +152,7 @@ func riverDrain(ctx context.Context, c config, m *meter) (res result, err error)
 			return res, err
 		}
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -177,7 +177,7 @@ func riverLatency(ctx context.Context, c config, m *meter) (res result, err erro
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -195,7 +195,7 @@ func riverLatency(ctx context.Context, c config, m *meter) (res result, err erro
 	if err != nil {
 		return res, err
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}

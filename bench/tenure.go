@@ -105,7 +105,7 @@ func tenureCallers(ctx context.Context, c config, m *meter, load string, n, step
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -123,7 +123,7 @@ func tenureCallers(ctx context.Context, c config, m *meter, load string, n, step
 	if err != nil {
 		return res, err
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -153,7 +153,7 @@ func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -172,7 +172,7 @@ func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error
 	}); err != nil {
 		return res, err
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -202,7 +202,7 @@ func tenureLatency(ctx context.Context, c config, m *meter) (res result, err err
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -217,7 +217,7 @@ func tenureLatency(ctx context.Context, c config, m *meter) (res result, err err
 	if err != nil {
 		return res, err
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -265,7 +265,7 @@ func tenureFleetOf(ctx context.Context, c config, m *meter, k int) (res result, 
 	if err := m.settle(ctx); err != nil {
 		return res, err
 	}
-	before, err := m.read(ctx)
+	before, err := m.start(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -279,7 +279,7 @@ func tenureFleetOf(ctx context.Context, c config, m *meter, k int) (res result, 
 	}); err != nil {
 		return res, err
 	}
-	after, err := m.read(ctx)
+	after, err := m.stop(ctx)
 	if err != nil {
 		return res, err
 	}
