@@ -1,0 +1,241 @@
+// Command bench measures Tenure against River and DBOS Transact Go on the same
+// PostgreSQL server, in one invocation so that the ratios are comparable on a
+// shared, noisy machine. Every activity is a no-op, so what is measured is
+// each system's own cost: runs per second, and per run the write
+// transactions, the WAL bytes and the machine's CPU time (application and
+// PostgreSQL together). See README.md for the workloads and each peer's
+// settings.
+//
+// From this folder:
+//
+//	go run . [-systems tenure,river,dbos] [-workloads A,A',B,C,D] [-scale 1] [-json out.json]
+//
+// The counters are cluster-wide: run nothing else against the server.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// config is what one invocation measures, and how.
+type config struct {
+	url     string
+	systems []string
+	loads   []string
+	prefix  string // schemas are prefix_tenure, prefix_river, prefix_dbos
+
+	runsA, runsB, runsC, runsD int // runs per workload (A and A' share runsA)
+	stepsB                     int
+	callers                    int   // concurrent callers in A and B
+	poolSize                   int32 // connections per pool, every system
+	dWorkers                   []int // worker processes in D
+
+	tenureConcurrency int // runs a Tenure worker executes at once
+	riverWorkers      int // River's MaxWorkers
+	riverCooldown     time.Duration
+	riverPoll         time.Duration
+
+	log io.Writer // progress; the table goes to stdout
+}
+
+// result is one workload on one system. Costs are per run; latencies in ms.
+type result struct {
+	Workload       string   `json:"workload"`
+	System         string   `json:"system"`
+	Workers        int      `json:"workers,omitempty"` // worker processes (D)
+	Runs           int      `json:"runs"`
+	Steps          int      `json:"steps_per_run"`
+	Seconds        float64  `json:"seconds"`
+	RunsPerSec     float64  `json:"runs_per_s"`
+	StepsPerSec    float64  `json:"steps_per_s,omitempty"`
+	XactsPerRun    float64  `json:"write_xacts_per_run"`
+	WALBytesPerRun float64  `json:"wal_bytes_per_run"`
+	CPUMsPerRun    float64  `json:"cpu_ms_per_run"`
+	P50Ms          *float64 `json:"p50_ms,omitempty"`
+	P90Ms          *float64 `json:"p90_ms,omitempty"`
+	LeasesLost     *int64   `json:"leases_lost,omitempty"`
+	Completed      int      `json:"completed"` // runs found finished afterwards
+	// ForeignSamples counts the 100ms samples of the timed part in which
+	// another client's session was active: non-zero means the cluster-wide
+	// counters include someone else's work.
+	ForeignSamples int `json:"foreign_samples"`
+}
+
+var allSystems = []string{"tenure", "river", "dbos"}
+var allLoads = []string{"A", "A'", "B", "C", "D"}
+
+// supports says which system takes part in which workload.
+var supports = map[string][]string{
+	"A":  {"tenure", "dbos"},
+	"A'": {"tenure", "river"},
+	"B":  {"tenure", "dbos"},
+	"C":  {"tenure", "river", "dbos"},
+	"D":  {"tenure"},
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		os.Exit(workerMain(os.Args[2:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := mainErr(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = defaultURL
+	}
+	fs.StringVar(&url, "database", url, "PostgreSQL URL (default $DATABASE_URL, else the local server)")
+	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to measure")
+	loads := fs.String("workloads", strings.Join(allLoads, ","), "workloads to run")
+	var scale float64
+	fs.Float64Var(&scale, "scale", 1, "multiply every run count (0.1 for a quick run)")
+	fs.Float64Var(&scale, "n", 1, "same as -scale")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	c := config{log: log, prefix: "bench", stepsB: 10, callers: 100, poolSize: 20, dWorkers: []int{1, 2, 4}}
+	fs.IntVar(&c.tenureConcurrency, "tenure-concurrency", 100, "Tenure worker Concurrency (matches the 100 callers)")
+	fs.IntVar(&c.riverWorkers, "river-workers", 2000, "River MaxWorkers (riverbench's value)")
+	fs.DurationVar(&c.riverCooldown, "river-fetch-cooldown", 2*time.Millisecond, "River FetchCooldown (riverbench's value)")
+	fs.DurationVar(&c.riverPoll, "river-fetch-poll", 20*time.Millisecond, "River FetchPollInterval (riverbench's value)")
+	fs.IntVar(&c.callers, "callers", c.callers, "concurrent callers in A and B")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c.url = url
+	c.systems = strings.Split(*systems, ",")
+	c.loads = strings.Split(*loads, ",")
+	for _, s := range c.systems {
+		if !slices.Contains(allSystems, s) {
+			return fmt.Errorf("unknown system %q (have %s)", s, strings.Join(allSystems, ","))
+		}
+	}
+	for _, l := range c.loads {
+		if !slices.Contains(allLoads, l) {
+			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(allLoads, ","))
+		}
+	}
+	n := func(base int) int { return max(1, int(float64(base)*scale+0.5)) }
+	c.runsA, c.runsB, c.runsC, c.runsD = n(5000), n(500), n(200), n(3000)
+
+	results, err := runAll(ctx, c)
+	printTable(out, results)
+	if *jsonOut != "" {
+		b, jerr := json.MarshalIndent(results, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+		}
+		err = errors.Join(err, jerr)
+	}
+	return err
+}
+
+// runAll runs every chosen workload on every chosen system that supports it,
+// one after the other, workload by workload so that neighbours compare.
+func runAll(ctx context.Context, c config) ([]result, error) {
+	m, err := newMeter(ctx, c.url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(c.url), err)
+	}
+	defer m.close()
+	var results []result
+	for _, load := range allLoads {
+		if !slices.Contains(c.loads, load) {
+			continue
+		}
+		for _, sys := range allSystems {
+			if !slices.Contains(c.systems, sys) || !slices.Contains(supports[load], sys) {
+				continue
+			}
+			fmt.Fprintf(c.log, "bench: %s on %s\n", load, sys)
+			rs, err := runOne(ctx, c, m, load, sys)
+			results = append(results, rs...)
+			if err != nil {
+				return results, fmt.Errorf("%s on %s: %w", load, sys, err)
+			}
+		}
+	}
+	return results, nil
+}
+
+func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result, error) {
+	one := func(r result, err error) ([]result, error) { return []result{r}, err }
+	switch sys + " " + load {
+	case "tenure A":
+		return one(tenureCallers(ctx, c, m, "A", c.runsA, 1))
+	case "tenure A'":
+		return one(tenureDrain(ctx, c, m))
+	case "tenure B":
+		return one(tenureCallers(ctx, c, m, "B", c.runsB, c.stepsB))
+	case "tenure C":
+		return one(tenureLatency(ctx, c, m))
+	case "tenure D":
+		return tenureFleet(ctx, c, m)
+	case "river A'":
+		return one(riverDrain(ctx, c, m))
+	case "river C":
+		return one(riverLatency(ctx, c, m))
+	case "dbos A":
+		return one(dbosCallers(ctx, c, m, "A", c.runsA, 1))
+	case "dbos B":
+		return one(dbosCallers(ctx, c, m, "B", c.runsB, c.stepsB))
+	case "dbos C":
+		return one(dbosLatency(ctx, c, m))
+	}
+	return nil, fmt.Errorf("no such combination")
+}
+
+func printTable(w io.Writer, results []result) {
+	fmt.Fprintf(w, "%-4s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s\n",
+		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost", "noise")
+	opt := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", *p)
+	}
+	for _, r := range results {
+		steps, procs, lost := "-", "-", "-"
+		if r.StepsPerSec > 0 && r.Steps > 1 {
+			steps = fmt.Sprintf("%.0f", r.StepsPerSec)
+		}
+		if r.Workers > 0 {
+			procs = fmt.Sprint(r.Workers)
+		}
+		if r.LeasesLost != nil {
+			lost = fmt.Sprint(*r.LeasesLost)
+		}
+		fmt.Fprintf(w, "%-4s %-7s %4s %6d %10.0f %10s %9.2f %10.0f %8.2f %8s %8s %6s %5d\n",
+			r.Workload, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples)
+	}
+}
+
+// redact hides a password in a URL for error messages.
+func redact(url string) string {
+	if at := strings.LastIndex(url, "@"); at > 0 {
+		if scheme := strings.Index(url, "://"); scheme > 0 && scheme < at {
+			if colon := strings.Index(url[scheme+3:at], ":"); colon >= 0 {
+				return url[:scheme+3+colon] + ":***" + url[at:]
+			}
+		}
+	}
+	return url
+}

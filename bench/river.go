@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// noopArgs is River's benchmark job; its worker does nothing.
+type noopArgs struct {
+	N int `json:"n"`
+}
+
+// Kind names the job kind for River.
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+}
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+// riverEnv is a fresh schema with River's tables, a pool and a client whose
+// completions are reported on done.
+type riverEnv struct {
+	schema string
+	pool   *pgxpool.Pool
+	client *river.Client[pgx.Tx]
+	done   <-chan *river.Event
+	unsub  func()
+}
+
+// newRiverEnv uses the settings of River's own benchmark (riverbench):
+// FetchCooldown 2ms and FetchPollInterval 20ms, "much better than the
+// client's default values" for throughput, and MaxWorkers 2,000.
+func newRiverEnv(ctx context.Context, c config, expect int) (*riverEnv, error) {
+	schema := c.prefix + "_river"
+	pool, err := newPool(ctx, c.url, c.poolSize)
+	if err != nil {
+		return nil, err
+	}
+	e := &riverEnv{schema: schema, pool: pool}
+	if err := e.setup(ctx, c, expect); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *riverEnv) setup(ctx context.Context, c config, expect int) error {
+	if err := dropSchema(ctx, e.pool, e.schema); err != nil {
+		return err
+	}
+	if _, err := e.pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{e.schema}.Sanitize()); err != nil {
+		return err
+	}
+	driver := riverpgxv5.New(e.pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: e.schema, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, noopWorker{})
+	e.client, err = river.NewClient(driver, &river.Config{
+		Schema:            e.schema,
+		FetchCooldown:     c.riverCooldown,
+		FetchPollInterval: c.riverPoll,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.riverWorkers}},
+		Workers:           workers,
+		Logger:            quiet,
+	})
+	if err != nil {
+		return err
+	}
+	// Completions are counted from River's subscription, which reports a job
+	// once the completer has committed it; the channel holds every event.
+	e.done, e.unsub = e.client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: expect + 10,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	return nil
+}
+
+func (e *riverEnv) close() {
+	e.unsub()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = e.client.Stop(ctx)
+	e.pool.Close()
+}
+
+// wait takes one event off the subscription; anything but a completion is an
+// error.
+func (e *riverEnv) wait(ctx context.Context) (*river.Event, error) {
+	select {
+	case ev := <-e.done:
+		if ev.Kind != river.EventKindJobCompleted {
+			return nil, fmt.Errorf("job %d: %s", ev.Job.ID, ev.Kind)
+		}
+		return ev, nil
+	case <-time.After(time.Minute):
+		return nil, fmt.Errorf("no job completed in a minute")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (e *riverEnv) completed(ctx context.Context) (int, error) {
+	var n int
+	err := e.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{e.schema, "river_job"}.Sanitize()+` WHERE state = 'completed'`).Scan(&n)
+	return n, err
+}
+
+// riverDrain is A': InsertMany, then the client is started and timed until
+// every job completed.
+func riverDrain(ctx context.Context, c config, m *meter) (res result, err error) {
+	n := c.runsA
+	res = result{Workload: "A'", System: "river", Runs: n, Steps: 1}
+	e, err := newRiverEnv(ctx, c, n)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i].Args = noopArgs{N: i}
+	}
+	if _, err := e.client.InsertMany(ctx, params); err != nil {
+		return res, err
+	}
+	if err := m.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := e.client.Start(ctx); err != nil {
+		return res, err
+	}
+	for range n {
+		if _, err := e.wait(ctx); err != nil {
+			return res, err
+		}
+	}
+	after, err := m.stop(ctx)
+	if err != nil {
+		return res, err
+	}
+	charge(&res, before, after)
+	res.Completed, err = e.completed(ctx)
+	return res, err
+}
+
+// riverLatency is C: one job at a time, Insert then wait for its
+// completion, with the client started and idle between jobs.
+func riverLatency(ctx context.Context, c config, m *meter) (res result, err error) {
+	n := c.runsC
+	res = result{Workload: "C", System: "river", Runs: n, Steps: 1}
+	e, err := newRiverEnv(ctx, c, n)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	if err := e.client.Start(ctx); err != nil {
+		return res, err
+	}
+	if err := m.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	d, err := callers(ctx, n, 1, func(ctx context.Context, i int) error {
+		ins, err := e.client.Insert(ctx, noopArgs{N: i}, nil)
+		if err != nil {
+			return err
+		}
+		ev, err := e.wait(ctx)
+		if err == nil && ev.Job.ID != ins.Job.ID {
+			err = fmt.Errorf("job %d completed while waiting for job %d", ev.Job.ID, ins.Job.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	after, err := m.stop(ctx)
+	if err != nil {
+		return res, err
+	}
+	charge(&res, before, after)
+	latencies(&res, d)
+	res.Completed, err = e.completed(ctx)
+	return res, err
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// benchIn is the input of the benchmark workflow: how many steps to run.
+type benchIn struct {
+	Steps int `json:"steps"`
+}
+
+// noop is the activity every step calls.
+var noop = activities.New("noop", func(_ context.Context, n int) (int, error) { return n, nil })
+
+// benchWF runs in.Steps no-op steps, each a durable checkpoint.
+var benchWF = sdk.NewWorkflow("bench", func(ctx context.Context, in benchIn) (int, error) {
+	for i := range in.Steps {
+		if _, err := sdk.Execute(ctx, noop, i); err != nil {
+			return 0, err
+		}
+	}
+	return in.Steps, nil
+})
+
+// tenureEnv is a fresh schema, a pool and a client on it.
+type tenureEnv struct {
+	schema string
+	pool   *pgxpool.Pool
+	client *sdk.Client
+}
+
+func newTenureEnv(ctx context.Context, c config) (*tenureEnv, error) {
+	schema := c.prefix + "_tenure"
+	pool, err := newPool(ctx, c.url, c.poolSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := dropSchema(ctx, pool, schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := store.Migrate(ctx, pool, store.WithSchema(schema)); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &tenureEnv{schema: schema, pool: pool, client: sdk.NewClient(pool, sdk.WithSchema(schema))}, nil
+}
+
+func (e *tenureEnv) close() {
+	closeClient(e.client)
+	e.pool.Close()
+}
+
+func (e *tenureEnv) worker(c config) (*runtime.Worker, error) {
+	w := runtime.NewWorker(e.pool, runtime.Config{Schema: e.schema, Concurrency: c.tenureConcurrency, Logger: quiet})
+	return w, w.Register(benchWF)
+}
+
+// completed counts the runs that finished as completed.
+func (e *tenureEnv) completed(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{e.schema, "runs"}.Sanitize()+` WHERE status = 'completed'`).Scan(&n)
+	return n, err
+}
+
+func stopWorker(w *runtime.Worker) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return w.Shutdown(ctx)
+}
+
+// tenureCallers is A and B: callers each Start a run and wait for its
+// Result, against one in-process worker.
+func tenureCallers(ctx context.Context, c config, m *meter, load string, n, steps int) (res result, err error) {
+	res = result{Workload: load, System: "tenure", Runs: n, Steps: steps}
+	e, err := newTenureEnv(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	w, err := e.worker(c)
+	if err != nil {
+		return res, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := stopWorker(w); err == nil {
+			err = serr
+		}
+	}()
+	if err := m.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	d, err := callers(ctx, n, c.callers, func(ctx context.Context, _ int) error {
+		r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: steps})
+		if err != nil {
+			return err
+		}
+		out, err := r.Result(ctx)
+		if err == nil && out != steps {
+			err = fmt.Errorf("run %s returned %d, want %d", r.ID, out, steps)
+		}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	after, err := m.stop(ctx)
+	if err != nil {
+		return res, err
+	}
+	charge(&res, before, after)
+	latencies(&res, d)
+	res.Completed, err = e.completed(ctx, e.pool)
+	return res, err
+}
+
+// tenureDrain is A': the runs are started first (one transaction), then one
+// in-process worker is started and timed until it completed them all.
+func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error) {
+	n := c.runsA
+	res = result{Workload: "A'", System: "tenure", Runs: n, Steps: 1}
+	e, err := newTenureEnv(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	if _, err := startMany(ctx, e.client, e.pool, benchWF, inputs(n, 1)); err != nil {
+		return res, err
+	}
+	w, err := e.worker(c)
+	if err != nil {
+		return res, err
+	}
+	if err := m.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := stopWorker(w); err == nil {
+			err = serr
+		}
+	}()
+	// The worker counts a completion after its commit; reading the count
+	// costs the database nothing.
+	if err := waitFor(ctx, time.Millisecond, 10*time.Minute, "drain", func() (bool, error) {
+		return w.Stats().Completed >= int64(n), nil
+	}); err != nil {
+		return res, err
+	}
+	after, err := m.stop(ctx)
+	if err != nil {
+		return res, err
+	}
+	charge(&res, before, after)
+	res.Completed, err = e.completed(ctx, e.pool)
+	return res, err
+}
+
+// tenureLatency is C: one run at a time, Start then Result, with the worker
+// in a process of its own, idle between runs.
+func tenureLatency(ctx context.Context, c config, m *meter) (res result, err error) {
+	n := c.runsC
+	res = result{Workload: "C", System: "tenure", Runs: n, Steps: 1, Workers: 1}
+	e, err := newTenureEnv(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	fleet, err := spawnWorkers(ctx, c, e.schema, 1)
+	if err != nil {
+		return res, err
+	}
+	defer fleet.kill()
+	if err := fleet.start(); err != nil {
+		return res, err
+	}
+	if err := m.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	d, err := callers(ctx, n, 1, func(ctx context.Context, _ int) error {
+		r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: 1})
+		if err != nil {
+			return err
+		}
+		_, err = r.Result(ctx)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	after, err := m.stop(ctx)
+	if err != nil {
+		return res, err
+	}
+	charge(&res, before, after)
+	latencies(&res, d)
+	stats, err := fleet.stop()
+	if err != nil {
+		return res, err
+	}
+	res.LeasesLost = &stats.LeasesLost
+	res.Completed, err = e.completed(ctx, e.pool)
+	return res, err
+}
+
+// tenureFleet is D: the runs are started first, then drained by 1, 2 and 4
+// worker processes started together.
+func tenureFleet(ctx context.Context, c config, m *meter) ([]result, error) {
+	var results []result
+	for _, k := range c.dWorkers {
+		res, err := tenureFleetOf(ctx, c, m, k)
+		results = append(results, res)
+		if err != nil {
+			return results, fmt.Errorf("%d workers: %w", k, err)
+		}
+	}
+	return results, nil
+}
+
+func tenureFleetOf(ctx context.Context, c config, m *meter, k int) (res result, err error) {
+	n := c.runsD
+	res = result{Workload: "D", System: "tenure", Runs: n, Steps: 1, Workers: k}
+	e, err := newTenureEnv(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	if _, err := startMany(ctx, e.client, e.pool, benchWF, inputs(n, 1)); err != nil {
+		return res, err
+	}
+	fleet, err := spawnWorkers(ctx, c, e.schema, k)
+	if err != nil {
+		return res, err
+	}
+	defer fleet.kill()
+	if err := m.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := fleet.start(); err != nil {
+		return res, err
+	}
+	// The count is read on the meter's connection: no transaction ID, no WAL.
+	if err := waitFor(ctx, 10*time.Millisecond, 10*time.Minute, "drain", func() (bool, error) {
+		done, err := e.completed(ctx, m.conn)
+		return done >= n, err
+	}); err != nil {
+		return res, err
+	}
+	after, err := m.stop(ctx)
+	if err != nil {
+		return res, err
+	}
+	charge(&res, before, after)
+	stats, err := fleet.stop()
+	if err != nil {
+		return res, err
+	}
+	res.LeasesLost = &stats.LeasesLost
+	res.Completed, err = e.completed(ctx, e.pool)
+	return res, err
+}
+
+func inputs(n, steps int) []benchIn {
+	ins := make([]benchIn, n)
+	for i := range ins {
+		ins[i].Steps = steps
+	}
+	return ins
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tenurehq/tenure/runtime"
+)
+
+// The worker subprocess (`bench worker -schema S ...`) speaks a line
+// protocol: it prints "ready" once its pool is connected; it starts its
+// worker when it reads "go" on stdin; when stdin closes (or on SIGTERM) it
+// shuts the worker down, prints its runtime.Stats as one JSON line and exits.
+// A parent that dies closes the worker's stdin, so no worker outlives it.
+
+// workerMain is the subprocess; it returns the exit code.
+func workerMain(args []string) int {
+	fs := flag.NewFlagSet("bench worker", flag.ContinueOnError)
+	url := fs.String("database", defaultURL, "PostgreSQL URL")
+	schema := fs.String("schema", "bench_tenure", "Tenure schema")
+	concurrency := fs.Int("concurrency", 100, "worker Concurrency")
+	poolSize := fs.Int("pool", 20, "pool connections")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := workerRun(*url, *schema, *concurrency, int32(*poolSize), os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench worker:", err)
+		return 1
+	}
+	return 0
+}
+
+func workerRun(url, schema string, concurrency int, poolSize int32, in io.Reader, out io.Writer) error {
+	ctx := context.Background()
+	pool, err := newPool(ctx, url, poolSize)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, Concurrency: concurrency, Logger: logger})
+	if err := w.Register(benchWF); err != nil {
+		return err
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(term)
+
+	fmt.Fprintln(out, "ready")
+	select {
+	case l, ok := <-lines:
+		if !ok || l != "go" {
+			return nil // the parent gave up before the start
+		}
+	case <-term:
+		return nil
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-drain(lines):
+	case <-term:
+	}
+	err = stopWorker(w)
+	b, jerr := json.Marshal(w.Stats())
+	fmt.Fprintln(out, string(b))
+	return errors.Join(err, jerr)
+}
+
+// drain reads lines until the channel closes.
+func drain(lines <-chan string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for range lines {
+		}
+		close(done)
+	}()
+	return done
+}
+
+// proc is one worker subprocess seen from the parent.
+type proc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // its stdout, line by line; closed at EOF
+	done  bool
+}
+
+// fleet is the worker subprocesses of one workload.
+type fleet []*proc
+
+// spawnWorkers starts k worker subprocesses (this binary, re-executed) on
+// schema and waits until each has connected its pool.
+func spawnWorkers(ctx context.Context, c config, schema string, k int) (fleet, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var f fleet
+	for range k {
+		cmd := exec.Command(exe, "worker", "-database", c.url, "-schema", schema,
+			"-concurrency", strconv.Itoa(c.tenureConcurrency), "-pool", strconv.Itoa(int(c.poolSize)))
+		cmd.Stderr = c.log
+		p := &proc{cmd: cmd, lines: make(chan string, 4)}
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			f.kill()
+			return nil, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			f.kill()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			f.kill()
+			return nil, fmt.Errorf("start worker process: %w", err)
+		}
+		f = append(f, p)
+		go func() {
+			defer close(p.lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				p.lines <- sc.Text()
+			}
+		}()
+	}
+	for i, p := range f {
+		if l, err := p.next(ctx, time.Minute); err != nil || l != "ready" {
+			f.kill()
+			return nil, fmt.Errorf("worker process %d did not get ready (%q): %v", i, l, err)
+		}
+	}
+	return f, nil
+}
+
+// next returns the process's next line of output.
+func (p *proc) next(ctx context.Context, timeout time.Duration) (string, error) {
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			return "", errors.New("the process closed its output")
+		}
+		return l, nil
+	case <-time.After(timeout):
+		return "", fmt.Errorf("no output in %s", timeout)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// start tells every worker to start claiming.
+func (f fleet) start() error {
+	for i, p := range f {
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			return fmt.Errorf("worker process %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// stop shuts every worker down, waits for it and returns the sum of their
+// stats.
+func (f fleet) stop() (runtime.Stats, error) {
+	var sum runtime.Stats
+	var errs []error
+	for _, p := range f {
+		_ = p.stdin.Close()
+	}
+	for i, p := range f {
+		var s runtime.Stats
+		l, err := p.next(context.Background(), time.Minute)
+		if err == nil {
+			err = json.Unmarshal([]byte(l), &s)
+		}
+		if err != nil {
+			_ = p.cmd.Process.Kill()
+		}
+		werr := p.cmd.Wait()
+		p.done = true
+		if err = errors.Join(err, werr); err != nil {
+			errs = append(errs, fmt.Errorf("worker process %d: %w", i, err))
+			continue
+		}
+		sum.Claimed += s.Claimed
+		sum.Completed += s.Completed
+		sum.Failed += s.Failed
+		sum.LeasesLost += s.LeasesLost
+		sum.Released += s.Released
+		sum.Attempts += s.Attempts
+	}
+	return sum, errors.Join(errs...)
+}
+
+// kill ends every process not yet waited for; it is safe after stop.
+func (f fleet) kill() {
+	for _, p := range f {
+		if p.done {
+			continue
+		}
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		p.done = true
+	}
+}
