@@ -44,8 +44,10 @@ func setup(t *testing.T, n int) (*committer.Committer, *store.Store, []store.Lea
 		leases[i] = store.Lease{RunID: c.ID, Epoch: c.Epoch}
 	}
 	c := committer.New(committer.Config{
-		Store:   st,
-		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy()) },
+		Store: st,
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+		},
 		Timeout: 10 * time.Second,
 	})
 	c.Start()
