@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
@@ -383,5 +386,64 @@ func TestHeartbeat_ARunEndedByItsWorkerIsNotALostLease(t *testing.T) {
 	if n := w.Count("tenure: lease lost"); n != 0 {
 		t.Fatalf("%d lost leases logged for runs the worker ended itself", n)
 	}
+	e.check()
+}
+
+// A worker SIGKILLed while one of its group commits is part-way through (the
+// batch's first statement done, the next one waiting for a lock) leaves
+// either the whole batch or none of it: the runs finish on a rescuer with
+// every invariant intact, whichever way the dead worker's transaction ended.
+func TestKill_DuringAGroupCommitBetweenItsStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	doomed := e.worker("doomed")
+	var ids []uuid.UUID
+	for range 4 {
+		ids = append(ids, e.start(workload.Step{Kind: workload.AtLeastOnce, FirstSleepMS: 1500, SleepMS: 10}))
+	}
+	e.inFlight(ids...)
+
+	// Hold the runs' rows FOR NO KEY UPDATE: the commit that completes them
+	// gets through its fence and the step checkpoints (FOR KEY SHARE does
+	// not conflict), then waits at the UPDATE that completes the runs.
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(e.ctx)) }()
+	held := strings.ReplaceAll(`SELECT id FROM {schema}.runs WHERE id = ANY($1) FOR NO KEY UPDATE`, "{schema}", pgx.Identifier{e.schema}.Sanitize())
+	if _, err := tx.Exec(e.ctx, held, ids); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the worker's commit waiting between its statements", func() (bool, error) {
+		n, err := query[int](e, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%status = ''completed''%' AND query LIKE '%' || $1 || '%'`, e.schema)
+		return n > 0, err
+	})
+	done := mustQuery[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY($1) AND status = 'completed'`, ids)
+	if done != 0 {
+		t.Fatalf("%d step checkpoints visible before the commit: a batch must commit whole", done)
+	}
+	if err := doomed.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, doomed)
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	e.worker("rescuer")
+	byDoomed := 0
+	for _, id := range ids {
+		e.completed(id)
+		switch got := e.attempts(id, 1); {
+		case slices.Equal(got, []attempt{{"succeeded", "doomed", 1, false}}):
+			byDoomed++ // the dead worker's transaction still committed
+		case slices.Equal(got, []attempt{{"lost", "doomed", 1, false}, {"succeeded", "rescuer", 2, true}}):
+		default:
+			t.Errorf("run %s attempts %v: want the doomed worker's success or a rescue of its lost attempt", id, got)
+		}
+	}
+	t.Logf("%d of %d runs completed by the killed worker's last commit, the rest rescued", byDoomed, len(ids))
 	e.check()
 }
