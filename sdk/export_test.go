@@ -1,0 +1,11 @@
+package sdk
+
+// Flushes returns how many batches c's Start calls have been recorded in.
+func Flushes(c *Client) int64 { return c.starts.flushes.Load() }
+
+// Pending returns how many Start calls of c wait for a flush.
+func Pending(c *Client) int {
+	c.starts.mu.Lock()
+	defer c.starts.mu.Unlock()
+	return len(c.starts.pending)
+}
