@@ -1,5 +1,7 @@
 package sdk
 
+import "time"
+
 // Flushes returns how many batches c's Start calls have been recorded in.
 func Flushes(c *Client) int64 { return c.starts.flushes.Load() }
 
@@ -9,3 +11,6 @@ func Pending(c *Client) int {
 	defer c.starts.mu.Unlock()
 	return len(c.starts.pending)
 }
+
+// SetListenIdle sets how long c's LISTEN connection outlives its last waiter.
+func SetListenIdle(c *Client, d time.Duration) { c.listenIdle = d }
