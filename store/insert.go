@@ -103,14 +103,23 @@ type insert struct {
 }
 
 func (s *Store) newInsert(runs []NewRun) *insert {
-	ins := &insert{s: s, runs: runs, first: make([]int, len(runs))}
-	byKey := map[string]int{}
+	n := len(runs)
+	ins := &insert{
+		s: s, runs: runs, first: make([]int, n),
+		ids: make([][16]byte, 0, n), workflows: make([]string, 0, n), queues: make([]string, 0, n),
+		traceparts: make([]string, 0, n), keyCol: make([]pgtype.Text, 0, n), priorities: make([]int32, 0, n),
+		inputs: make([][]byte, 0, n), delays: make([]int64, 0, n),
+	}
+	var byKey map[string]int
 	for i, r := range runs {
 		ins.first[i] = i
 		if r.Key != "" {
 			if j, ok := byKey[r.Key]; ok {
 				ins.first[i] = j
 				continue
+			}
+			if byKey == nil {
+				byKey = map[string]int{}
 			}
 			byKey[r.Key] = i
 			ins.keys = append(ins.keys, r.Key)
