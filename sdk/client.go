@@ -74,6 +74,7 @@ func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
 	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
 	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle}
+	c.starts.lockWait = flushLockWait
 	if err == nil && (o.maxPayload <= 0 || o.poll <= 0) {
 		c.err = fmt.Errorf("sdk.NewClient: max payload (%d) and poll interval (%s) must be positive", o.maxPayload, o.poll)
 	}

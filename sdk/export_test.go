@@ -14,3 +14,10 @@ func Pending(c *Client) int {
 
 // SetListenIdle sets how long c's LISTEN connection outlives its last waiter.
 func SetListenIdle(c *Client, d time.Duration) { c.listenIdle = d }
+
+// SetFlushLockWait sets how long c's shared flushes wait for a busy key.
+func SetFlushLockWait(c *Client, d time.Duration) {
+	c.starts.mu.Lock()
+	defer c.starts.mu.Unlock()
+	c.starts.lockWait = d
+}

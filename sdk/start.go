@@ -44,7 +44,8 @@ func WithDelay(d time.Duration) StartOption { return func(o *startOptions) { o.d
 // insert in progress records its run at once; calls arriving meanwhile wait
 // and are recorded together, with one statement, as soon as it returns. An
 // idle client adds no latency. One call's bad input never fails another's
-// run. When ctx ends while the call waits, Start returns ctx's error; as
+// run, and a call whose key is held by a transaction still open (a StartTx
+// of that key) waits for it without holding up the others. When ctx ends while the call waits, Start returns ctx's error; as
 // with any insert whose outcome is unknown, the run may still be created
 // (start with WithKey to find out safely).
 func Start[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], in In, opts ...StartOption) (*Run[Out], error) {

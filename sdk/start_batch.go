@@ -22,6 +22,15 @@ const maxStartBatch = 1000
 // context: the other runs of the batch depend on it.
 const flushTimeout = 30 * time.Second
 
+// flushLockWait is how long a flush waits for a key held by another open
+// transaction before it gives up and lets each of its callers insert alone:
+// only the caller whose key is busy then waits for it.
+const flushLockWait = time.Second
+
+// errAlone tells a caller that its run was not recorded by the shared flush
+// and that it must insert it on its own.
+var errAlone = errors.New("insert alone")
+
 // startBatch lets concurrent Start calls of one client share commits, without
 // a goroutine of its own: the caller that finds no flush in progress records
 // every pending run with one InsertRuns; callers arriving meanwhile queue
@@ -32,6 +41,7 @@ type startBatch struct {
 	pending  []*startRequest // the leader, when there is one, comes first
 	flushing bool            // some caller is flushing or has been told to
 	flushes  atomic.Int64    // flushes so far, read by tests
+	lockWait time.Duration   // flushLockWait, or another in tests; guarded by mu
 }
 
 // startRequest is one waiting Start.
@@ -62,7 +72,7 @@ func (b *startBatch) insert(ctx context.Context, st *store.Store, r store.NewRun
 		case <-ctx.Done():
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			if req.done {
+			if req.done && !errors.Is(req.err, errAlone) {
 				return req.res, req.err
 			}
 			if i := slices.Index(b.pending, req); i >= 0 {
@@ -78,11 +88,24 @@ func (b *startBatch) insert(ctx context.Context, st *store.Store, r store.NewRun
 		lead = req.lead
 		b.mu.Unlock()
 		if done {
-			return req.res, req.err
+			return alone(ctx, st, req)
 		}
 	}
 	b.flush(ctx, st)
-	return req.res, req.err
+	return alone(ctx, st, req)
+}
+
+// alone returns a request's outcome, inserting its run on the caller's own
+// when the shared flush could not.
+func alone(ctx context.Context, st *store.Store, req *startRequest) (store.Inserted, error) {
+	if !errors.Is(req.err, errAlone) {
+		return req.res, req.err
+	}
+	out, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{req.run})
+	if err != nil {
+		return store.Inserted{}, err
+	}
+	return out[0], nil
 }
 
 // flush records up to maxStartBatch pending runs (the caller's first), hands
@@ -92,11 +115,12 @@ func (b *startBatch) flush(ctx context.Context, st *store.Store) {
 	n := min(len(b.pending), maxStartBatch)
 	batch := b.pending[:n:n]
 	b.pending = slices.Clone(b.pending[n:])
+	lockWait := b.lockWait
 	b.mu.Unlock()
 
 	b.flushes.Add(1)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
-	res, errs := record(fctx, st, batch)
+	res, errs := record(fctx, st, batch, lockWait)
 	cancel()
 
 	b.mu.Lock()
@@ -128,33 +152,27 @@ func signal(ch chan struct{}) {
 }
 
 // record inserts the runs of batch and returns each one's outcome. When the
-// database refuses the batch for a row's content, it rolled the whole batch
-// back, so each run is recorded alone: one caller's bad row fails only that
-// caller. Any other error (a lost connection, a timeout) leaves every run's
-// outcome unknown and is every run's error.
-func record(ctx context.Context, st *store.Store, batch []*startRequest) ([]store.Inserted, []error) {
+// database refused the batch for a row's content, or a key stayed busy for
+// lockWait, it rolled the whole batch back, and each caller is told to insert
+// its run alone (errAlone): one caller's bad row or busy key fails or stalls
+// only that caller. Any other error (a lost connection, a timeout) leaves
+// every run's outcome unknown and is every run's error.
+func record(ctx context.Context, st *store.Store, batch []*startRequest, lockWait time.Duration) ([]store.Inserted, []error) {
 	runs := make([]store.NewRun, len(batch))
 	for i, req := range batch {
 		runs[i] = req.run
 	}
 	res := make([]store.Inserted, len(batch))
 	errs := make([]error, len(batch))
-	out, err := st.InsertRuns(ctx, st.Pool(), runs)
+	out, err := st.InsertRunsBounded(ctx, runs, lockWait)
 	if err == nil {
 		return out, errs
 	}
-	if len(batch) == 1 || !refusedRow(err) {
-		for i := range errs {
-			errs[i] = err
-		}
-		return res, errs
+	if errors.Is(err, store.ErrKeyBusy) || (len(batch) > 1 && refusedRow(err)) {
+		err = errAlone
 	}
-	for i := range runs {
-		if out, err := st.InsertRuns(ctx, st.Pool(), runs[i:i+1]); err != nil {
-			errs[i] = err
-		} else {
-			res[i] = out[0]
-		}
+	for i := range errs {
+		errs[i] = err
 	}
 	return res, errs
 }

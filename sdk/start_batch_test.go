@@ -134,8 +134,9 @@ func TestStart_ConcurrentSameKeyMakesOneRun(t *testing.T) {
 
 // blockFlush holds the key "blocker" in an open transaction, so that a Start
 // with that key (the leader) waits in its flush until release is called.
-func blockFlush(t *testing.T, c *sdk.Client, pool *pgxpool.Pool) (leader chan error, release func()) {
+func blockFlush(t *testing.T, c *sdk.Client, pool *pgxpool.Pool, schema string) (leader chan error, release func()) {
 	t.Helper()
+	sdk.SetFlushLockWait(c, time.Minute) // the blocked flush holds the lead
 	ctx := t.Context()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -152,7 +153,7 @@ func blockFlush(t *testing.T, c *sdk.Client, pool *pgxpool.Pool) (leader chan er
 	waitPending(t, c, 0) // the leader took its own run: it is flushing
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%INSERT INTO%runs%')`).Scan(&waiting)
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%INSERT INTO%' || $1 || '%runs%')`, schema).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +182,7 @@ func waitPending(t *testing.T, c *sdk.Client, n int) {
 func TestStart_CallerLeavingWhileWaitingFailsOnlyItself(t *testing.T) {
 	c, pool, schema := newClient(t)
 	ctx := t.Context()
-	leader, release := blockFlush(t, c, pool)
+	leader, release := blockFlush(t, c, pool, schema)
 
 	short, cancel := context.WithCancel(ctx)
 	left := make(chan error, 1)
@@ -219,7 +220,7 @@ func TestStart_CallerLeavingWhileWaitingFailsOnlyItself(t *testing.T) {
 func TestStart_RefusedRowFailsOnlyItsCaller(t *testing.T) {
 	c, pool, schema := newClient(t)
 	ctx := t.Context()
-	leader, release := blockFlush(t, c, pool)
+	leader, release := blockFlush(t, c, pool, schema)
 	errs := make(chan error, 5)
 	bad := make(chan error, 1)
 	for i := range 5 {
@@ -252,5 +253,70 @@ func TestStart_RefusedRowFailsOnlyItsCaller(t *testing.T) {
 	}
 	if n := countRuns(t, pool, schema); n != 6 {
 		t.Fatalf("%d runs, want blocker and the 5 good ones", n)
+	}
+}
+
+// A Start whose key is held by an open transaction waits for it, but the
+// Starts flushed with it give up on the shared flush after the lock wait and
+// are recorded without it.
+func TestStart_BusyKeyStallsOnlyItsCaller(t *testing.T) {
+	c, pool, schema := newClient(t)
+	ctx := t.Context()
+	held, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Rollback(ctx) }()
+	first, err := sdk.StartTx(ctx, c, held, Fulfil, OrderIn{ID: "held"}, sdk.WithKey("held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	leader, release := blockFlush(t, c, pool, schema) // so that the next flush takes all of the Starts below
+	sdk.SetFlushLockWait(c, 100*time.Millisecond)
+	busy := make(chan *sdk.Run[string], 1)
+	go func() {
+		run, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: "busy"}, sdk.WithKey("held"))
+		if err != nil {
+			t.Error(err)
+		}
+		busy <- run
+	}()
+	waitPending(t, c, 1)
+	others := make(chan error, 5)
+	for i := range 5 {
+		go func() {
+			_, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: fmt.Sprint(i)})
+			others <- err
+		}()
+	}
+	waitPending(t, c, 6)
+	release()
+	if err := <-leader; err != nil {
+		t.Fatalf("leader: %v", err)
+	}
+	for range 5 {
+		select {
+		case err := <-others:
+			if err != nil {
+				t.Fatalf("another Start: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the other Starts waited for the busy key")
+		}
+	}
+	select {
+	case <-busy:
+		t.Fatal("the Start of the busy key returned while its key was held")
+	default:
+	}
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if run := <-busy; run == nil || run.ID != first.ID || run.Created {
+		t.Fatalf("Start of the busy key: %+v, want run %s, not created", run, first.ID)
+	}
+	if n := countRuns(t, pool, schema); n != 7 {
+		t.Fatalf("%d runs, want held, blocker and the 5 others", n)
 	}
 }

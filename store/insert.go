@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -47,8 +49,8 @@ func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, w
 // nothing is inserted for it and the existing run is returned with Created
 // false; items of one call sharing a key make one run, created by the first.
 //
-// However many runs, it is at most three statements (insert and notice, then
-// a lookup only when some runs have keys) sent as one batch: on the pool that
+// However many runs, it is at most two statements (insert and notice, then a
+// lookup only when some runs have keys) sent as one batch: on the pool that
 // is one implicit transaction, so one commit and one round trip, and either
 // every run is recorded or none.
 func (s *Store) InsertRuns(ctx context.Context, db DB, runs []NewRun) ([]Inserted, error) {
@@ -75,6 +77,50 @@ func (s *Store) InsertRuns(ctx context.Context, db DB, runs []NewRun) ([]Inserte
 		if err := ins.readEach(ctx, db, b); err != nil {
 			return nil, s.wrap("insert runs", err)
 		}
+	}
+	return ins.results()
+}
+
+// ErrKeyBusy is returned by InsertRunsBounded when a run's key is held by a
+// transaction still open after the wait: nothing was recorded.
+var ErrKeyBusy = errors.New("run key held by an open transaction")
+
+// InsertRunsBounded is InsertRuns on the pool, except that it waits at most
+// wait for a concurrent insert of one of the runs' keys to commit or roll
+// back (a StartTx whose transaction is still open), then returns ErrKeyBusy
+// and records nothing. A client recording many callers' runs together uses it
+// so that one caller's busy key does not stall the others.
+func (s *Store) InsertRunsBounded(ctx context.Context, runs []NewRun, wait time.Duration) ([]Inserted, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	ins := s.newInsert(runs)
+	b := ins.batch()
+	if len(ins.keys) > 0 {
+		// Local to the batch's implicit transaction: the pooled connection
+		// keeps its own setting.
+		b.QueuedQueries = append([]*pgx.QueuedQuery{{
+			SQL:       `SELECT set_config('lock_timeout', $1, true)`,
+			Arguments: []any{fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))},
+		}}, b.QueuedQueries...)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	var err error
+	if len(ins.keys) > 0 {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = ins.read(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		return nil, fmt.Errorf("insert runs: %w: %w", ErrKeyBusy, err)
+	}
+	if err != nil {
+		return nil, s.wrap("insert runs", err)
 	}
 	return ins.results()
 }

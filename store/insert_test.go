@@ -222,3 +222,53 @@ func TestInsertRuns_InputIsJSON(t *testing.T) {
 		t.Fatalf("amount %d, %v", amount, err)
 	}
 }
+
+// InsertRunsBounded gives up on a key held by an open transaction after its
+// wait, recording nothing; without busy keys it is InsertRuns.
+func TestInsertRunsBounded_BusyKey(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := st.InsertRuns(ctx, tx, []store.NewRun{newRun("wf", "held")}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	_, err = st.InsertRunsBounded(ctx, []store.NewRun{newRun("wf", ""), newRun("wf", "held")}, 50*time.Millisecond)
+	if !errors.Is(err, store.ErrKeyBusy) || time.Since(begin) > 5*time.Second {
+		t.Fatalf("InsertRunsBounded: %v after %s, want ErrKeyBusy after about 50ms", err, time.Since(begin))
+	}
+	if n := countRuns(t, st); n != 0 {
+		t.Fatalf("%d committed runs, want 0", n)
+	}
+	got, err := st.InsertRunsBounded(ctx, []store.NewRun{newRun("wf", ""), newRun("wf", "free")}, 50*time.Millisecond)
+	if err != nil || !got[0].Created || !got[1].Created {
+		t.Fatalf("InsertRunsBounded: %v, %v", got, err)
+	}
+	// The lock timeout was local to the batch: the pooled connection keeps
+	// the server's setting.
+	cfg, err := pgxpool.ParseConfig(st.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	st1, err := store.New(one, store.WithSchema(st.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st1.InsertRunsBounded(ctx, []store.NewRun{newRun("wf", "k")}, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var lt string
+	if err := one.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
+		t.Fatalf("lock_timeout %q after the batch, %v", lt, err)
+	}
+}
