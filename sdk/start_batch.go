@@ -59,6 +59,9 @@ type startRequest struct {
 // insert records r, sharing the commit with concurrent calls, and returns
 // once it is committed or ctx ends.
 func (b *startBatch) insert(ctx context.Context, st *store.Store, r store.NewRun) (store.Inserted, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Inserted{}, err // the flush would not stop for it
+	}
 	req := &startRequest{run: r, wake: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, req)

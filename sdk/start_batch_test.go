@@ -320,3 +320,47 @@ func TestStart_BusyKeyStallsOnlyItsCaller(t *testing.T) {
 		t.Fatalf("%d runs, want held, blocker and the 5 others", n)
 	}
 }
+
+// Starts leaving at random moments never lose the lead: every Start returns,
+// each one that succeeded has its run, and the client starts runs after.
+func TestStart_LeavingCallersNeverStallTheOthers(t *testing.T) {
+	c, pool, schema := newClient(t)
+	ctx := t.Context()
+	already, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sdk.Start(already, c, Fulfil, OrderIn{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with an ended ctx: %v", err)
+	}
+	var wg sync.WaitGroup
+	runs := make([]*sdk.Run[string], 200)
+	for i := range runs {
+		wg.Go(func() {
+			sctx := ctx
+			if i%2 == 1 {
+				var cancel context.CancelFunc
+				sctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
+				defer cancel()
+			}
+			run, err := sdk.Start(sctx, c, Fulfil, OrderIn{ID: fmt.Sprint(i)})
+			if err != nil && (i%2 == 0 || !errors.Is(err, context.DeadlineExceeded)) {
+				t.Errorf("start %d: %v", i, err)
+			}
+			runs[i] = run
+		})
+	}
+	wg.Wait()
+	for _, r := range runs {
+		if r != nil {
+			if _, err := sdk.Lookup(ctx, c, Fulfil, r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	if sdk.Pending(c) != 0 {
+		t.Fatalf("%d Starts still pending", sdk.Pending(c))
+	}
+	t.Logf("%d runs from %d Starts, %d flushes", countRuns(t, pool, schema), len(runs)+1, sdk.Flushes(c))
+}

@@ -19,7 +19,7 @@ type StartParams[In any] struct {
 }
 
 // StartMany records one run of wf per element of params, all in one
-// transaction with one statement, and returns their handles in the order of
+// transaction with one INSERT, and returns their handles in the order of
 // params. Runs are validated as by Start; an invalid element fails the call
 // and nothing is recorded. Elements sharing a key make one run: the first is
 // created, the others get its handle with Created false.
