@@ -87,10 +87,7 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	if db == nil {
 		ins, err = c.starts.insert(ctx, c.store, r)
 	} else {
-		var out []store.Inserted
-		if out, err = c.store.InsertRuns(ctx, db, []store.NewRun{r}); err == nil {
-			ins = out[0]
-		}
+		ins.ID, ins.Workflow, ins.Created, err = c.store.InsertRun(ctx, db, r)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)
