@@ -42,6 +42,7 @@ func ExampleNew() {
 	}
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Cache, "k1")
 	_, _ = run.Result(ctx)
 	_ = w.Shutdown(ctx)

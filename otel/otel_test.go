@@ -59,6 +59,7 @@ func newEnv(t *testing.T, opts ...tenureotel.Option) *env {
 	}
 	e.inst = inst
 	e.client = sdk.NewClient(e.pool, sdk.WithSchema(e.schema), sdk.WithStartObserver(inst), sdk.WithPollInterval(50*time.Millisecond))
+	t.Cleanup(e.client.Close)
 	return e
 }
 

@@ -227,6 +227,7 @@ func TestBadInput_ClearErrors(t *testing.T) {
 func TestSchemaMissing_EveryEntryPointSaysRunMigrations(t *testing.T) {
 	pool := pgtest.Pool(t)
 	client := sdk.NewClient(pool, sdk.WithSchema("never_migrated"))
+	t.Cleanup(client.Close)
 	_, err := sdk.Start(t.Context(), client, echoWorkflow, in{})
 	if !errors.Is(err, store.ErrSchemaMissing) || !strings.Contains(err.Error(), "run migrations") {
 		t.Fatalf("Start: %v, want ErrSchemaMissing saying to run migrations", err)
@@ -264,6 +265,7 @@ func TestMigrate_IdempotentConcurrentAndRefusesNewerSchema(t *testing.T) {
 		t.Fatalf("Migrate on a newer schema: %v, want ErrSchemaTooNew", err)
 	}
 	fresh := sdk.NewClient(e.pool, sdk.WithSchema(e.schema))
+	t.Cleanup(fresh.Close)
 	if _, err := sdk.Start(e.ctx, fresh, echoWorkflow, in{}); !errors.Is(err, store.ErrSchemaTooNew) {
 		t.Fatalf("Start on a newer schema: %v, want ErrSchemaTooNew", err)
 	}
@@ -293,6 +295,7 @@ func TestResult_WaitersShareOneListenerAndHoldNoPooledConnection(t *testing.T) {
 	t.Cleanup(small.Close)
 	// A poll interval longer than the test: only the notices can wake them.
 	client := sdk.NewClient(small, sdk.WithSchema(e.schema), sdk.WithPollInterval(time.Minute))
+	t.Cleanup(client.Close)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)

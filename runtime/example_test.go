@@ -44,6 +44,7 @@ func ExampleWorker() {
 	go func() { done <- w.Run(ctx) }()
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Welcome, Greeting{Name: "Ada"})
 	out, err := run.Result(ctx)
 	fmt.Println(out, err)
@@ -73,6 +74,7 @@ func ExampleWorker_Start() {
 		panic(err)
 	}
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Welcome, Greeting{Name: "Grace"})
 	fmt.Println(run.Result(ctx))
 	fmt.Println(w.Shutdown(ctx)) // drains, and waits for the worker to stop

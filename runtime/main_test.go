@@ -56,8 +56,9 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, pool: pool, schema: schema, store: st,
-		client: sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))}
+	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	t.Cleanup(client.Close)
+	return &env{t: t, ctx: ctx, pool: pool, schema: schema, store: st, client: client}
 }
 
 // config is a worker configuration fast enough for tests.

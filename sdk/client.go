@@ -11,15 +11,18 @@ import (
 	"github.com/tenurehq/tenure/store"
 )
 
-// Client starts runs and inspects them: Start, StartTx, Result, Cancel,
-// Requeue, History and Failures. It is safe for concurrent use.
+// Client starts runs and inspects them: Start, StartTx, StartMany, Result,
+// Cancel, Requeue, History and Failures. It is safe for concurrent use. Close
+// it when done: it may hold a LISTEN connection and its goroutine.
 type Client struct {
 	store      *store.Store
 	err        error // a configuration error, returned by every call
 	maxPayload int
 	poll       time.Duration
 	observer   StartObserver
+	listenIdle time.Duration // how long the LISTEN connection outlives its last waiter
 	notices    notices
+	starts     startBatch
 }
 
 // ClientOption configures a Client.
@@ -58,7 +61,8 @@ func WithMaxPayload(n int) ClientOption { return func(o *clientOptions) { o.maxP
 // WithPollInterval sets how often Result re-reads a run when no notification
 // arrives (default 1s): the fallback for a lost LISTEN connection. All of a
 // client's waiting Result calls share one LISTEN connection, opened beside
-// the pool while any of them waits.
+// the pool for the first of them and kept open for a minute after the last
+// (see Client.Close).
 func WithPollInterval(d time.Duration) ClientOption { return func(o *clientOptions) { o.poll = d } }
 
 // NewClient returns a client on pool. A configuration error (an invalid
@@ -69,12 +73,18 @@ func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
 		opt(&o)
 	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
-	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer}
+	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle}
+	c.starts.lockWait = flushLockWait
 	if err == nil && (o.maxPayload <= 0 || o.poll <= 0) {
 		c.err = fmt.Errorf("sdk.NewClient: max payload (%d) and poll interval (%s) must be positive", o.maxPayload, o.poll)
 	}
 	return c
 }
+
+// Close stops the client's listener (the LISTEN connection that Result
+// waits on) and waits for it to end. The client must not be used after
+// Close. Calling Close again does nothing.
+func (c *Client) Close() { c.notices.close() }
 
 // ready checks configuration and, once, the schema.
 func (c *Client) ready(ctx context.Context) error {

@@ -68,6 +68,7 @@ func ExampleStart() {
 	defer w.Shutdown(ctx)
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	defer client.Close()
 	run, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "A-1", Amount: 100}, sdk.WithKey("order-A-1"))
 	if err != nil {
 		panic(err)
@@ -96,6 +97,7 @@ func ExampleStartTx() {
 	defer closeDB()
 	ctx := context.Background()
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	defer client.Close()
 
 	tx, _ := pool.Begin(ctx)
 	run, _ := sdk.StartTx(ctx, client, tx, Fulfil, OrderIn{ID: "B-2"})
@@ -142,6 +144,7 @@ func ExampleClient_Failures() {
 	defer w.Shutdown(ctx)
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Announce, OrderIn{ID: "C-4"})
 	_, err := run.Result(ctx)
 	var re *sdk.RunError

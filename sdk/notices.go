@@ -10,20 +10,28 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// listenIdle is how long the LISTEN connection stays open after its last
+// waiter left, so that a caller waiting for one result after another finds it
+// open instead of reconnecting, and missing its notice, every time.
+const listenIdle = time.Minute
+
 // notices shares one LISTEN connection among all of a client's Result calls.
 // The connection is opened beside the pool (with its settings), so waiting
-// callers never hold pooled connections that Start and the rest need; it is
-// opened for the first waiter and closed after the last, so an idle client
-// keeps no connection and no goroutine.
+// callers never hold pooled connections that Start and the rest need. It is
+// opened for the first waiter and closed once no one has waited for
+// listenIdle, or by Client.Close.
 type notices struct {
 	mu      sync.Mutex
 	waiters map[uuid.UUID][]chan struct{}
-	stop    context.CancelFunc
-	stopped chan struct{}
+	stop    context.CancelFunc // stops the running listener; nil when none runs
+	idle    *time.Timer        // stops it after listenIdle without waiters
+	closed  bool
+	wg      sync.WaitGroup // the listener goroutines, current and stopping
 }
 
 // subscribe registers a waiter for run id; the channel receives a value when
-// the run's completion notice arrives.
+// the run's completion notice arrives, or when the listener starts listening
+// (a notice sent before that is lost, so the waiter must read again).
 func (n *notices) subscribe(c *Client, id uuid.UUID) chan struct{} {
 	ch := make(chan struct{}, 1)
 	n.mu.Lock()
@@ -32,18 +40,24 @@ func (n *notices) subscribe(c *Client, id uuid.UUID) chan struct{} {
 		n.waiters = map[uuid.UUID][]chan struct{}{}
 	}
 	n.waiters[id] = append(n.waiters[id], ch)
-	if n.stop == nil {
+	if n.idle != nil {
+		n.idle.Stop()
+		n.idle = nil
+	}
+	if n.stop == nil && !n.closed {
 		ctx, cancel := context.WithCancel(context.Background())
-		n.stop, n.stopped = cancel, make(chan struct{})
-		go n.listen(ctx, c, n.stopped)
+		n.stop = cancel
+		n.wg.Add(1)
+		go n.listen(ctx, c)
 	}
 	return ch
 }
 
-// unsubscribe removes a waiter; the last one stops the listener and waits
-// for it to end.
-func (n *notices) unsubscribe(id uuid.UUID, ch chan struct{}) {
+// unsubscribe removes a waiter; after the last one the listener stops once
+// listenIdle passes with no new waiter.
+func (n *notices) unsubscribe(id uuid.UUID, ch chan struct{}, idleAfter time.Duration) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	list := n.waiters[id]
 	for i, w := range list {
 		if w == ch {
@@ -56,47 +70,76 @@ func (n *notices) unsubscribe(id uuid.UUID, ch chan struct{}) {
 	} else {
 		n.waiters[id] = list
 	}
-	var stop context.CancelFunc
-	var stopped chan struct{}
-	if len(n.waiters) == 0 && n.stop != nil {
-		stop, stopped = n.stop, n.stopped
-		n.stop, n.stopped = nil, nil
+	if len(n.waiters) > 0 || n.stop == nil || n.idle != nil {
+		return
 	}
-	n.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-stopped
-	}
+	var t *time.Timer
+	t = time.AfterFunc(idleAfter, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.idle == t && n.stop != nil {
+			n.stop()
+			n.stop, n.idle = nil, nil
+		}
+	})
+	n.idle = t
 }
 
-// wake signals the waiters of the runs named by a notice's payload: run IDs
-// joined by "," (a worker announces a whole commit's runs in one notice).
+// close stops the listener for good and waits for it to end.
+func (n *notices) close() {
+	n.mu.Lock()
+	n.closed = true
+	if n.idle != nil {
+		n.idle.Stop()
+		n.idle = nil
+	}
+	if n.stop != nil {
+		n.stop()
+		n.stop = nil
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+}
+
+// wake signals the waiters of the runs named by a notice's payload: one run
+// ID, or many joined by ",".
 func (n *notices) wake(payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for p := range strings.SplitSeq(payload, ",") {
-		id, err := uuid.Parse(p)
+	for field := range strings.SplitSeq(payload, ",") {
+		id, err := uuid.Parse(strings.TrimSpace(field))
 		if err != nil {
 			continue
 		}
 		for _, ch := range n.waiters[id] {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+			signal(ch)
+		}
+	}
+}
+
+// wakeAll signals every waiter: the listener has just started listening, and
+// a notice sent before that was not received.
+func (n *notices) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, list := range n.waiters {
+		for _, ch := range list {
+			signal(ch)
 		}
 	}
 }
 
 // listen LISTENs on the done channel until ctx ends, reconnecting after a
 // failure; meanwhile the waiters poll.
-func (n *notices) listen(ctx context.Context, c *Client, stopped chan struct{}) {
-	defer close(stopped)
+func (n *notices) listen(ctx context.Context, c *Client) {
+	defer n.wg.Done()
 	channel := "LISTEN " + pgx.Identifier{c.store.DoneChannel()}.Sanitize()
+	retry := min(c.poll, time.Second)
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, c.store.Pool().Config().ConnConfig.Copy())
 		if err == nil {
 			if _, err = conn.Exec(ctx, channel); err == nil {
+				n.wakeAll()
 				for {
 					note, err := conn.WaitForNotification(ctx)
 					if err != nil {
@@ -105,11 +148,13 @@ func (n *notices) listen(ctx context.Context, c *Client, stopped chan struct{}) 
 					n.wake(note.Payload)
 				}
 			}
-			_ = conn.Close(context.WithoutCancel(ctx))
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(c.poll):
+		case <-time.After(retry):
 		}
 	}
 }

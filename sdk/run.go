@@ -77,7 +77,7 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		return store.Run{}, err
 	}
 	done := c.notices.subscribe(c, id)
-	defer c.notices.unsubscribe(id, done)
+	defer c.notices.unsubscribe(id, done, c.listenIdle)
 	for {
 		row, err := c.store.GetRun(ctx, id)
 		if err != nil {

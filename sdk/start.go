@@ -36,69 +36,108 @@ func WithPriority(p int) StartOption { return func(o *startOptions) { o.priority
 // WithDelay makes the run due only after d.
 func WithDelay(d time.Duration) StartOption { return func(o *startOptions) { o.delay = d } }
 
-// Start records a new run of wf with input in and returns its handle. Workers
-// that registered wf pick it up. See StartTx to start a run inside your own
-// transaction.
+// Start records a new run of wf with input in and returns its handle once the
+// run is committed. Workers that registered wf pick it up. See StartTx to
+// start a run inside your own transaction, and StartMany to start many.
+//
+// Concurrent Start calls on one client share commits: a call that finds no
+// insert in progress records its run at once; calls arriving meanwhile wait
+// and are recorded together, with one statement, as soon as it returns. An
+// idle client adds no latency. One call's bad input never fails another's
+// run, and a call whose key is held by a transaction still open (a StartTx
+// of that key) waits for it without holding up the others. When ctx ends while the call waits, Start returns ctx's error; as
+// with any insert whose outcome is unknown, the run may still be created
+// (start with WithKey to find out safely).
 func Start[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], in In, opts ...StartOption) (*Run[Out], error) {
-	return start(ctx, c, c.store.Pool(), wf, in, opts)
+	return start(ctx, c, nil, wf, in, opts)
 }
 
 // StartTx records a new run of wf inside the caller's transaction tx: the run
 // exists if and only if tx commits, so a row you write and the workflow that
 // processes it cannot part ways.
 func StartTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Workflow[In, Out], in In, opts ...StartOption) (*Run[Out], error) {
+	if tx == nil {
+		return nil, fmt.Errorf("sdk.StartTx: nil transaction")
+	}
 	return start(ctx, c, tx, wf, in, opts)
 }
 
+// start records one run on db, or shares a commit with concurrent Starts
+// when db is nil.
 func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], in In, opts []StartOption) (run *Run[Out], err error) {
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.Start: nil workflow")
 	}
-	traceparent := ""
-	if c.observer != nil {
-		var done func(uuid.UUID, bool, error)
-		traceparent, done = c.observer.RunStarting(ctx, wf.name)
-		defer func() {
-			if run != nil {
-				done(run.ID, run.Created, err)
-			} else {
-				done(uuid.Nil, false, err)
-			}
-		}()
-	}
+	traceparent, done := c.observe(ctx, wf.name)
+	defer func() {
+		if run != nil {
+			done(run.ID, run.Created, nil)
+		} else {
+			done(uuid.Nil, false, err)
+		}
+	}()
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
+	r, err := c.newRun(wf.name, in, traceparent, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", wf.name, err)
+	}
+	var ins store.Inserted
+	if db == nil {
+		ins, err = c.starts.insert(ctx, c.store, r)
+	} else {
+		ins.ID, ins.Workflow, ins.Created, err = c.store.InsertRun(ctx, db, r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", wf.name, err)
+	}
+	return handle[Out](c, wf.name, r.Key, ins)
+}
+
+// observe tells the client's StartObserver, if any, that a run of workflow is
+// starting; done must be called with the outcome.
+func (c *Client) observe(ctx context.Context, workflow string) (traceparent string, done func(uuid.UUID, bool, error)) {
+	if c.observer == nil {
+		return "", func(uuid.UUID, bool, error) {}
+	}
+	return c.observer.RunStarting(ctx, workflow)
+}
+
+// newRun validates one start and returns the run to record.
+func (c *Client) newRun(workflow string, in any, traceparent string, opts []StartOption) (store.NewRun, error) {
 	o := startOptions{queue: "default"}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.queue == "" {
-		return nil, fmt.Errorf("start %s: empty queue name", wf.name)
+		return store.NewRun{}, fmt.Errorf("empty queue name")
 	}
 	if o.delay < 0 {
-		return nil, fmt.Errorf("start %s: negative delay %s", wf.name, o.delay)
+		return store.NewRun{}, fmt.Errorf("negative delay %s", o.delay)
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: encode input: %w", wf.name, err)
+		return store.NewRun{}, fmt.Errorf("encode input: %w", err)
 	}
 	if len(input) > c.maxPayload {
-		return nil, fmt.Errorf("start %s: input is %d bytes, limit %d: %w", wf.name, len(input), c.maxPayload, ErrPayloadTooLarge)
+		return store.NewRun{}, fmt.Errorf("input is %d bytes, limit %d: %w", len(input), c.maxPayload, ErrPayloadTooLarge)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: new run ID: %w", wf.name, err)
+		return store.NewRun{}, fmt.Errorf("new run ID: %w", err)
 	}
-	id, workflow, created, err := c.store.InsertRun(ctx, db, store.NewRun{
-		ID: id, Workflow: wf.name, Queue: o.queue, Priority: o.priority, Key: o.key,
+	return store.NewRun{
+		ID: id, Workflow: workflow, Queue: o.queue, Priority: o.priority, Key: o.key,
 		Input: input, Delay: o.delay, Traceparent: traceparent,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", wf.name, err)
+	}, nil
+}
+
+// handle returns the handle on the run that holds a start's key, refusing a
+// run of another workflow.
+func handle[Out any](c *Client, workflow, key string, ins store.Inserted) (*Run[Out], error) {
+	if ins.Workflow != workflow {
+		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", workflow, key, ins.ID, ins.Workflow, ErrWorkflowMismatch)
 	}
-	if workflow != wf.name {
-		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", wf.name, o.key, id, workflow, ErrWorkflowMismatch)
-	}
-	return &Run[Out]{ID: id, Created: created, client: c}, nil
+	return &Run[Out]{ID: ins.ID, Created: ins.Created, client: c}, nil
 }

@@ -40,14 +40,14 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 		       r.created_at, r.finished_at, f.id IS NOT NULL, `+failureColumns+`
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
-		WHERE r.id = $1`), id)
+		WHERE r.id = $1`), [16]byte(id)) // [16]byte: binary, not through driver.Valuer
 	if err != nil {
 		return Run{}, s.wrap("get run", err)
 	}
 	var r Run
 	var f FailureRow
 	var failed, found bool
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
+	_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&r.ID), &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
 		&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &r.RunAfter, &r.CreatedAt,
 		&r.FinishedAt, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
 		&f.Errors, &f.Rescues, &f.ErrorMessage, &f.ErrorType, &f.ErrorStack, &f.FailedAt, &f.RequeuedAt,

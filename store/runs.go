@@ -2,58 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
-
-// NewRun is what Start records for a new run.
-type NewRun struct {
-	ID          uuid.UUID
-	Workflow    string
-	Queue       string
-	Priority    int
-	Key         string // empty: no caller key
-	Input       []byte // JSON
-	Delay       time.Duration
-	Traceparent string
-}
-
-// InsertRun records a queued run on db (the pool, or the caller's transaction
-// for StartTx) and announces it to idle workers. With a caller key it is
-// idempotent: when a run with that key exists, nothing is inserted and the
-// existing run's ID and workflow are returned with created = false.
-func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, workflow string, created bool, err error) {
-	var key *string
-	if r.Key != "" {
-		key = &r.Key
-	}
-	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key to
-	// commit or roll back, so two Starts with one key never make two runs.
-	err = db.QueryRow(ctx, s.sql(`
-		WITH ins AS (
-			INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, run_after, traceparent)
-			VALUES ($1, $2, $3, $4, $5, $6, now() + $7 * interval '1 millisecond', nullif($8, ''))
-			ON CONFLICT (run_key) WHERE run_key IS NOT NULL DO NOTHING
-			RETURNING id, queue)
-		SELECT id, pg_notify($9, queue)::text FROM ins`),
-		r.ID, r.Workflow, r.Queue, r.Priority, key, r.Input, r.Delay.Milliseconds(), r.Traceparent, s.RunsChannel(),
-	).Scan(&id, new(string))
-	if err == nil {
-		return id, r.Workflow, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) || key == nil {
-		return uuid.Nil, "", false, s.wrap("insert run", err)
-	}
-	err = db.QueryRow(ctx, s.sql(`SELECT id, workflow FROM {schema}.runs WHERE run_key = $1`), r.Key).Scan(&id, &workflow)
-	if err != nil {
-		return uuid.Nil, "", false, s.wrap(fmt.Sprintf("find run with key %q", r.Key), err)
-	}
-	return id, workflow, false, nil
-}
 
 // Claimed is a run a worker now holds the lease of.
 type Claimed struct {

@@ -123,7 +123,9 @@ func newEnv(t *testing.T, defs ...sdk.Definition) *env {
 			t.Errorf("worker: %v", err)
 		}
 	})
-	return &env{schema: schema, pool: pool, client: sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))}
+	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	t.Cleanup(client.Close)
+	return &env{schema: schema, pool: pool, client: client}
 }
 
 // wait returns a run's result, failing the test after 20s.

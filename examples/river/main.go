@@ -173,6 +173,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 
 	h := &handoff{pool: pool, shipped: make(chan string, 1),
 		tenure: sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))}
+	defer h.tenure.Close()
 	h.fulfil, h.notify = h.newFulfil(), newNotify()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ShipWorker{h: h})

@@ -135,6 +135,7 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 	// Runs are submitted over the first 60% of the window, so that the
 	// disruptions hit them at every stage.
 	client := sdk.NewClient(pool, sdk.WithSchema(cfg.Schema))
+	defer client.Close()
 	plan := workload.New(nil).Plan
 	submitCtx, stopSubmit := context.WithCancel(ctx)
 	var submitted sync.WaitGroup

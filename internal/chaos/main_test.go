@@ -109,9 +109,11 @@ func newEnvOn(t *testing.T, url, schema string) *env {
 	case <-time.After(waitFor):
 		t.Fatal("completion listener did not start")
 	}
+	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	t.Cleanup(client.Close)
 	return &env{
 		t: t, ctx: ctx, schema: schema, pool: pool, store: st,
-		client:  sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond)),
+		client:  client,
 		plan:    workload.New(nil).Plan,
 		notices: l,
 		fleet: fleet.Config{

@@ -184,6 +184,7 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 		return err
 	}
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	defer client.Close()
 
 	// 1. A crash: a worker process picks up an export and is SIGKILLed mid-attempt.
 	fmt.Fprintln(out, "\n== 1. Crash recovery (rescue) ==")

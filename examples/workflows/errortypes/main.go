@@ -185,6 +185,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 		_ = w.Shutdown(shutdown)
 	}()
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	defer client.Close()
 
 	customers := []Customer{
 		{Name: "alice", Email: "alice@example.com"},

@@ -186,6 +186,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 		_ = w.Shutdown(shutdown)
 	}()
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	defer client.Close()
 	o := &outcome{}
 
 	fmt.Fprintln(out, "== 1. 429 (Retry-After: 1), then 503 (Retry-After: 120, clamped to 1.5s), then 200 ==")

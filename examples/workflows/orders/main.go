@@ -271,6 +271,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	pay, mail := newProvider(), &mailer{seen: map[string]bool{}}
 	placeOrder := newPlaceOrder(pay, mail, ordersTable)
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	defer client.Close()
 
 	// Worker A reaches the database through a network we can cut.
 	net := &cuttableNetwork{}

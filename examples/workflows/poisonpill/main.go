@@ -149,6 +149,7 @@ func run(ctx context.Context, out io.Writer, url, schema, self string) (*outcome
 		return nil, err
 	}
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	defer client.Close()
 	o := &outcome{}
 
 	var current *exec.Cmd

@@ -123,6 +123,7 @@ func quote(ctx context.Context, out io.Writer, url, schema string, tp *sdktrace.
 		_ = w.Shutdown(drain)
 	}()
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	defer client.Close()
 
 	ctx, span := tp.Tracer("example").Start(ctx, "handle /quote")
 	run, err := sdk.Start(ctx, client, PriceQuote, Quote{Symbol: "TNR"})

@@ -1,0 +1,23 @@
+package sdk
+
+import "time"
+
+// Flushes returns how many batches c's Start calls have been recorded in.
+func Flushes(c *Client) int64 { return c.starts.flushes.Load() }
+
+// Pending returns how many Start calls of c wait for a flush.
+func Pending(c *Client) int {
+	c.starts.mu.Lock()
+	defer c.starts.mu.Unlock()
+	return len(c.starts.pending)
+}
+
+// SetListenIdle sets how long c's LISTEN connection outlives its last waiter.
+func SetListenIdle(c *Client, d time.Duration) { c.listenIdle = d }
+
+// SetFlushLockWait sets how long c's shared flushes wait for a busy key.
+func SetFlushLockWait(c *Client, d time.Duration) {
+	c.starts.mu.Lock()
+	defer c.starts.mu.Unlock()
+	c.starts.lockWait = d
+}

@@ -1,0 +1,294 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// NewRun is what Start records for a new run.
+type NewRun struct {
+	ID          uuid.UUID
+	Workflow    string
+	Queue       string
+	Priority    int
+	Key         string // empty: no caller key
+	Input       []byte // JSON
+	Delay       time.Duration
+	Traceparent string
+}
+
+// Inserted is the outcome of recording one NewRun: the run that now holds its
+// key. Created is false when a run with the same key already existed (or came
+// earlier in the same call); ID and Workflow are then that run's.
+type Inserted struct {
+	ID       uuid.UUID
+	Workflow string
+	Created  bool
+}
+
+// InsertRun records one queued run on db (the pool, or the caller's
+// transaction for StartTx); see InsertRuns.
+func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, workflow string, created bool, err error) {
+	out, err := s.InsertRuns(ctx, db, []NewRun{r})
+	if err != nil {
+		return uuid.Nil, "", false, err
+	}
+	return out[0].ID, out[0].Workflow, out[0].Created, nil
+}
+
+// InsertRuns records queued runs on db (the pool, or the caller's transaction)
+// and announces them to idle workers, returning one Inserted per run in order.
+// With a caller key a run is idempotent: when a run with that key exists,
+// nothing is inserted for it and the existing run is returned with Created
+// false; items of one call sharing a key make one run, created by the first.
+//
+// However many runs, it is at most two statements (insert and notice, then a
+// lookup only when some runs have keys) sent as one batch: on the pool that
+// is one implicit transaction, so one commit and one round trip, and either
+// every run is recorded or none.
+func (s *Store) InsertRuns(ctx context.Context, db DB, runs []NewRun) ([]Inserted, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	ins := s.newInsert(runs)
+	b := ins.batch()
+	if sender, ok := db.(interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	}); ok {
+		br := sender.SendBatch(ctx, b)
+		err := ins.read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, s.wrap("insert runs", err)
+		}
+	} else {
+		// A DB without batches runs the statements one by one; outside a
+		// transaction they then commit separately, which is still correct:
+		// the lookup only reads.
+		if err := ins.readEach(ctx, db, b); err != nil {
+			return nil, s.wrap("insert runs", err)
+		}
+	}
+	return ins.results()
+}
+
+// ErrKeyBusy is returned by InsertRunsBounded when a run's key is held by a
+// transaction still open after the wait: nothing was recorded.
+var ErrKeyBusy = errors.New("run key held by an open transaction")
+
+// InsertRunsBounded is InsertRuns on the pool, except that it waits at most
+// wait for a concurrent insert of one of the runs' keys to commit or roll
+// back (a StartTx whose transaction is still open), then returns ErrKeyBusy
+// and records nothing. A client recording many callers' runs together uses it
+// so that one caller's busy key does not stall the others.
+func (s *Store) InsertRunsBounded(ctx context.Context, runs []NewRun, wait time.Duration) ([]Inserted, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	ins := s.newInsert(runs)
+	b := ins.batch()
+	if len(ins.keys) > 0 {
+		// Local to the batch's implicit transaction: the pooled connection
+		// keeps its own setting.
+		b.QueuedQueries = append([]*pgx.QueuedQuery{{
+			SQL:       `SELECT set_config('lock_timeout', $1, true)`,
+			Arguments: []any{fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))},
+		}}, b.QueuedQueries...)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	var err error
+	if len(ins.keys) > 0 {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = ins.read(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		return nil, fmt.Errorf("insert runs: %w: %w", ErrKeyBusy, err)
+	}
+	if err != nil {
+		return nil, s.wrap("insert runs", err)
+	}
+	return ins.results()
+}
+
+// insert is one InsertRuns call: the columns it sends and what came back.
+type insert struct {
+	s    *Store
+	runs []NewRun
+	// first[i] is the index of the first item with runs[i]'s key (i itself
+	// when keyless or first): only first items are sent.
+	first []int
+
+	// Columns of the items sent. UUIDs go as [16]byte, which pgx encodes
+	// directly; uuid.UUID would go through driver.Valuer as text.
+	ids                           [][16]byte
+	workflows, queues, traceparts []string
+	keyCol                        []pgtype.Text // NULL for a keyless run
+	priorities                    []int32
+	inputs                        [][]byte
+	delays                        []int64
+	keys                          []string   // distinct keys sent
+	keyedIDs                      [][16]byte // their IDs
+
+	created  map[[16]byte]bool
+	existing map[string]Inserted // by key: runs that held a key before this call
+}
+
+func (s *Store) newInsert(runs []NewRun) *insert {
+	n := len(runs)
+	ins := &insert{
+		s: s, runs: runs, first: make([]int, n),
+		ids: make([][16]byte, 0, n), workflows: make([]string, 0, n), queues: make([]string, 0, n),
+		traceparts: make([]string, 0, n), keyCol: make([]pgtype.Text, 0, n), priorities: make([]int32, 0, n),
+		inputs: make([][]byte, 0, n), delays: make([]int64, 0, n),
+	}
+	var byKey map[string]int
+	for i, r := range runs {
+		ins.first[i] = i
+		if r.Key != "" {
+			if j, ok := byKey[r.Key]; ok {
+				ins.first[i] = j
+				continue
+			}
+			if byKey == nil {
+				byKey = map[string]int{}
+			}
+			byKey[r.Key] = i
+			ins.keys = append(ins.keys, r.Key)
+			ins.keyedIDs = append(ins.keyedIDs, r.ID)
+		}
+		ins.ids = append(ins.ids, r.ID)
+		ins.workflows = append(ins.workflows, r.Workflow)
+		ins.queues = append(ins.queues, r.Queue)
+		ins.keyCol = append(ins.keyCol, pgtype.Text{String: r.Key, Valid: r.Key != ""})
+		ins.priorities = append(ins.priorities, int32(r.Priority))
+		ins.inputs = append(ins.inputs, r.Input)
+		ins.delays = append(ins.delays, r.Delay.Milliseconds())
+		ins.traceparts = append(ins.traceparts, r.Traceparent)
+	}
+	return ins
+}
+
+// batch returns the statements of the call.
+func (ins *insert) batch() *pgx.Batch {
+	s := ins.s
+	b := &pgx.Batch{}
+	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key to
+	// commit or roll back, so two Starts with one key never make two runs.
+	// One NOTIFY per call, and only when a run is due now: workers claim
+	// whatever is due, so the payload (the queues) is a courtesy.
+	b.Queue(s.sql(`
+		WITH ins AS (
+			INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, run_after, traceparent)
+			SELECT id, workflow, queue, priority, run_key, input,
+			       now() + delay_ms * interval '1 millisecond', nullif(traceparent, '')
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::jsonb[], $7::bigint[], $8::text[])
+			     AS r(id, workflow, queue, priority, run_key, input, delay_ms, traceparent)
+			ON CONFLICT (run_key) WHERE run_key IS NOT NULL DO NOTHING
+			RETURNING id, queue, run_after <= now() AS due)
+		SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'),
+		       CASE WHEN EXISTS (SELECT FROM ins WHERE due)
+		            THEN pg_notify($9, (SELECT string_agg(DISTINCT queue, ',') FROM ins WHERE due)) END::text`),
+		ins.ids, ins.workflows, ins.queues, ins.priorities, ins.keyCol, ins.inputs, ins.delays, ins.traceparts,
+		s.RunsChannel())
+	if len(ins.keys) > 0 {
+		// The runs that held a key before this call. It runs after the insert
+		// in the same transaction with a snapshot of its own, so it sees a
+		// concurrent insert the ON CONFLICT above waited for.
+		b.Queue(s.sql(`
+			SELECT run_key, id, workflow FROM {schema}.runs
+			WHERE run_key = ANY($1::text[]) AND id <> ALL($2::uuid[])`),
+			ins.keys, ins.keyedIDs)
+	}
+	return b
+}
+
+// read reads the batch's results.
+func (ins *insert) read(br pgx.BatchResults) error {
+	var created [][16]byte
+	if err := br.QueryRow().Scan(&created, new(*string)); err != nil {
+		return err
+	}
+	ins.setCreated(created)
+	if len(ins.keys) == 0 {
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	return ins.readExisting(rows)
+}
+
+// readEach runs the batch's statements one by one on db.
+func (ins *insert) readEach(ctx context.Context, db DB, b *pgx.Batch) error {
+	var created [][16]byte
+	q := b.QueuedQueries
+	if err := db.QueryRow(ctx, q[0].SQL, q[0].Arguments...).Scan(&created, new(*string)); err != nil {
+		return err
+	}
+	ins.setCreated(created)
+	if len(q) == 1 {
+		return nil
+	}
+	rows, err := db.Query(ctx, q[1].SQL, q[1].Arguments...)
+	if err != nil {
+		return err
+	}
+	return ins.readExisting(rows)
+}
+
+func (ins *insert) setCreated(ids [][16]byte) {
+	ins.created = make(map[[16]byte]bool, len(ids))
+	for _, id := range ids {
+		ins.created[id] = true
+	}
+}
+
+func (ins *insert) readExisting(rows pgx.Rows) error {
+	ins.existing = map[string]Inserted{}
+	var key string
+	var r Inserted
+	_, err := pgx.ForEachRow(rows, []any{&key, (*[16]byte)(&r.ID), &r.Workflow}, func() error {
+		ins.existing[key] = r
+		return nil
+	})
+	return err
+}
+
+// results maps what came back to one Inserted per run.
+func (ins *insert) results() ([]Inserted, error) {
+	out := make([]Inserted, len(ins.runs))
+	for i, r := range ins.runs {
+		if j := ins.first[i]; j != i {
+			out[i] = Inserted{ID: out[j].ID, Workflow: out[j].Workflow}
+			continue
+		}
+		if ins.created[r.ID] {
+			out[i] = Inserted{ID: r.ID, Workflow: r.Workflow, Created: true}
+			continue
+		}
+		e, ok := ins.existing[r.Key]
+		if r.Key == "" || !ok {
+			// The conflicting run was deleted between the insert and the
+			// lookup (a purge): report it rather than invent an outcome.
+			return nil, fmt.Errorf("insert runs: run %s with key %q was neither inserted nor found", r.ID, r.Key)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
