@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
@@ -117,6 +119,23 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 // the step gave up, or errRetry after sleeping the delay before the next one.
 func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	e := s.e
+	var tx pgx.Tx
+	if s.act.Transactional() {
+		// The step's transaction is begun before the attempt is recorded: a
+		// database that cannot give us one is no attempt at all, so nothing
+		// is charged to any budget; the run is handed back for later.
+		var err error
+		if tx, err = e.w.store.Pool().Begin(ctx); err != nil {
+			if context.Cause(e.ctx) != nil {
+				e.abandon("begin the step's transaction", err)
+				exit()
+			}
+			e.log.Warn("tenure: cannot begin a transactional step's transaction; handing the run back", "step", s.n, "error", err)
+			e.releaseAfter(e.w.cfg.PollInterval, "database unavailable before the call")
+			exit()
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
+	}
 	s.attempt++
 	info := Attempt{
 		RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: s.act.Name(), Step: s.n, Attempt: s.attempt,
@@ -159,7 +178,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: AttemptFailed, ErrorMessage: msg})
 	}
 
-	out, stack, callErr := s.invoke(actx, rescue, timeout)
+	out, stack, callErr := s.invoke(actx, tx, rescue, timeout)
 	ran := time.Since(began)
 
 	if callErr == nil {
@@ -179,15 +198,6 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
-	if errors.Is(callErr, errNotInvoked) {
-		// The database failed us before the function ran: that is neither
-		// the activity's error nor a crash, so no budget is charged. The
-		// run is handed back, due after a poll interval.
-		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: "tenure.NotInvoked"})
-		report.Outcome = AttemptInterrupted
-		e.releaseAfter(e.w.cfg.PollInterval, "database unavailable before the call")
-		exit()
-	}
 	switch context.Cause(e.ctx) {
 	case errLeaseLost:
 		e.lose("attempt ended after the lease was lost")
@@ -231,17 +241,13 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	return nil, errRetry
 }
 
-// errNotInvoked marks an attempt whose function was never called because the
-// database failed first.
-var errNotInvoked = errors.New("not invoked")
-
 // errRetry tells the attempt loop to go round again.
 var errRetry = errors.New("retry")
 
 // invoke calls the activity once under the attempt's context and timeout (0: none),
 // inside a transaction for a transactional activity, turning a panic into an
 // error with its stack.
-func (s *stepRun) invoke(ctx context.Context, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
+func (s *stepRun) invoke(ctx context.Context, tx pgx.Tx, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
 	e := s.e
 	actx := activities.WithInfo(ctx, activities.Info{
 		RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: s.act.Name(), Step: s.n,
@@ -262,19 +268,17 @@ func (s *stepRun) invoke(ctx context.Context, rescue bool, timeout time.Duration
 		out, err = s.act.Invoke(actx, nil, s.input)
 		return out, nil, err
 	}
-	out, err = s.invokeTx(actx)
+	out, err = s.invokeTx(actx, tx)
 	return out, nil, err
 }
 
 // invokeTx runs a transactional activity: its writes and the step's
 // checkpoint commit in one transaction, which the fenced checkpoint rolls
 // back when the lease was lost.
-func (s *stepRun) invokeTx(actx context.Context) ([]byte, error) {
+func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 	e := s.e
-	tx, err := e.w.store.Pool().Begin(actx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: begin the step's transaction: %w", errNotInvoked, err)
-	}
+	// Rolled back before a retry's delay, not at the end of the attempt: a
+	// failed attempt's transaction must not hold its connection meanwhile.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(actx)) }() // no-op after commit
 	out, err := s.act.Invoke(actx, tx, s.input)
 	if err != nil {
