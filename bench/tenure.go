@@ -143,7 +143,7 @@ func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error
 		return res, err
 	}
 	defer e.close()
-	if _, err := startMany(ctx, e.client, e.pool, benchWF, inputs(n, 1)); err != nil {
+	if _, err := startMany(ctx, e.client, benchWF, inputs(n, 1)); err != nil {
 		return res, err
 	}
 	w, err := e.worker(c)
@@ -254,7 +254,7 @@ func tenureFleetOf(ctx context.Context, c config, m *meter, k int) (res result, 
 		return res, err
 	}
 	defer e.close()
-	if _, err := startMany(ctx, e.client, e.pool, benchWF, inputs(n, 1)); err != nil {
+	if _, err := startMany(ctx, e.client, benchWF, inputs(n, 1)); err != nil {
 		return res, err
 	}
 	fleet, err := spawnWorkers(ctx, c, e.schema, k)
