@@ -117,10 +117,15 @@ func spawnWorkers(ctx context.Context, c config, schema string, k int) (fleet, e
 	if err != nil {
 		return nil, err
 	}
+	// The fleet shares the 20 connections (at least 4 each): four worker
+	// processes, each also opening its heartbeat, LISTEN and committer
+	// connections, then fit beside this process's pool in PostgreSQL's
+	// default max_connections of 100.
+	size := max(int(c.poolSize)/k, 4)
 	var f fleet
 	for range k {
 		cmd := exec.Command(exe, "worker", "-database", c.url, "-schema", schema,
-			"-concurrency", strconv.Itoa(c.tenureConcurrency), "-pool", strconv.Itoa(int(c.poolSize)))
+			"-concurrency", strconv.Itoa(c.tenureConcurrency), "-pool", strconv.Itoa(size))
 		cmd.Stderr = c.log
 		p := &proc{cmd: cmd, lines: make(chan string, 4)}
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
