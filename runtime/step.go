@@ -183,16 +183,17 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 
 	if callErr == nil {
 		if len(out) <= e.w.cfg.MaxPayload {
-			report.Outcome, report.Duration = AttemptSucceeded, time.Since(began)
-			// The observer hears of the success once it is recorded: an
-			// unrecorded attempt is lost.
+			// The observer hears of the success once it is recorded: until
+			// then (and if the checkpoint is refused) the attempt is lost.
+			succeeded := AttemptEnd{Outcome: AttemptSucceeded, Duration: time.Since(began)}
 			reported = s.checkpoint(out, func(recorded bool) {
-				r := report
+				r := succeeded
 				if !recorded {
 					r = AttemptEnd{Outcome: AttemptLost, Duration: r.Duration}
 				}
 				e.w.cfg.Observer.AttemptEnded(actx, info, r)
 			})
+			report = succeeded
 			return out, nil
 		}
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
@@ -303,8 +304,8 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 
 // checkpoint records the step's output. A transactional activity's
 // checkpoint already committed in its own transaction. An at-most-once
-// step's is written at once, so that a crash right after it cannot make a
-// step that succeeded indeterminate. Any other step's checkpoint rides with
+// step's (or one with MaxRescues 0) is written at once, so that a crash right
+// after it cannot make a step that succeeded indeterminate or exhausted. Any other step's checkpoint rides with
 // the run's next write (the next attempt's start, or the run's end): one
 // commit fewer per step. A crash before that write reruns the step, as a
 // crash during its call would (the attempt is found lost and rescued).
@@ -316,7 +317,9 @@ func (s *stepRun) checkpoint(out []byte, ended func(recorded bool)) (deferred bo
 		return false
 	}
 	done := &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}
-	if !s.pol.AtMostOnce {
+	// A step with no rescue budget is written at once too: a crash before a
+	// deferred checkpoint would charge it a rescue it does not have.
+	if !s.pol.AtMostOnce && s.pol.MaxRescues > 0 {
 		s.e.deferred, s.e.deferredEnded = done, ended
 		return true
 	}

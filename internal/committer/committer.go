@@ -57,7 +57,12 @@ type Committer struct {
 	done chan struct{}
 
 	commits, writes atomic.Int64
+	lastUsed        time.Time // the last commit; touched by the loop goroutine only
 }
+
+// idleCheck is how long the connection may sit unused before a flush checks
+// that it is still alive (pgxpool checks its idle connections the same way).
+const idleCheck = time.Second
 
 type request struct {
 	w    store.Write
@@ -187,6 +192,15 @@ func (c *Committer) flush(conn **pgx.Conn, batch []*request) {
 func (c *Committer) commit(conn **pgx.Conn, batch []*request) ([]store.WriteResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()
+	if *conn != nil && time.Since(c.lastUsed) > idleCheck {
+		// An idle connection may have been dropped (a restart, a pooler,
+		// a firewall) without our knowing: find out before it carries a
+		// batch whose outcome a dead connection would leave unknown.
+		if err := (*conn).Ping(ctx); err != nil {
+			_ = (*conn).Close(context.Background())
+			*conn = nil
+		}
+	}
 	if *conn == nil {
 		cn, err := c.cfg.Connect(ctx)
 		if err != nil {
@@ -211,6 +225,7 @@ func (c *Committer) commit(conn **pgx.Conn, batch []*request) ([]store.WriteResu
 		}
 		return nil, err
 	}
+	c.lastUsed = time.Now()
 	c.commits.Add(1)
 	c.writes.Add(int64(len(batch)))
 	return res, nil
