@@ -106,23 +106,11 @@ func dbosTimed(ctx context.Context, c config, m *meter, res result, k, steps int
 		return res, err
 	}
 	defer e.close()
-	if err := m.settle(ctx); err != nil {
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		return callers(ctx, res.Runs, k, func(context.Context, int) error { return e.call(steps) })
+	}); err != nil {
 		return res, err
 	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	d, err := callers(ctx, res.Runs, k, func(context.Context, int) error { return e.call(steps) })
-	if err != nil {
-		return res, err
-	}
-	after, err := m.stop(ctx)
-	if err != nil {
-		return res, err
-	}
-	charge(&res, before, after)
-	latencies(&res, d)
 	res.Completed, err = e.completed(ctx)
 	return res, err
 }

@@ -167,6 +167,31 @@ func busyJiffies() (int64, error) {
 	return busy, nil
 }
 
+// measure runs fn as a workload's timed part: it checkpoints first, reads
+// the counters around fn (the watch stops whatever fn returns), and charges
+// res with their deltas and with the percentiles of the latencies fn returns
+// (none for a workload without per-run latency).
+func (m *meter) measure(ctx context.Context, res *result, fn func() ([]time.Duration, error)) error {
+	if err := m.settle(ctx); err != nil {
+		return err
+	}
+	before, err := m.start(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := fn()
+	after, serr := m.stop(ctx)
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	charge(res, before, after)
+	latencies(res, d)
+	return nil
+}
+
 // charge fills res's per-run costs from the readings around its timed part.
 func charge(res *result, before, after reading) {
 	res.Seconds = after.at.Sub(before.at).Seconds()

@@ -137,26 +137,19 @@ func riverDrain(ctx context.Context, c config, m *meter) (res result, err error)
 	if _, err := e.client.InsertMany(ctx, params); err != nil {
 		return res, err
 	}
-	if err := m.settle(ctx); err != nil {
-		return res, err
-	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	if err := e.client.Start(ctx); err != nil {
-		return res, err
-	}
-	for range n {
-		if _, err := e.wait(ctx); err != nil {
-			return res, err
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		if err := e.client.Start(ctx); err != nil {
+			return nil, err
 		}
-	}
-	after, err := m.stop(ctx)
-	if err != nil {
+		for range n {
+			if _, err := e.wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}); err != nil {
 		return res, err
 	}
-	charge(&res, before, after)
 	res.Completed, err = e.completed(ctx)
 	return res, err
 }
@@ -174,33 +167,21 @@ func riverLatency(ctx context.Context, c config, m *meter) (res result, err erro
 	if err := e.client.Start(ctx); err != nil {
 		return res, err
 	}
-	if err := m.settle(ctx); err != nil {
-		return res, err
-	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	d, err := callers(ctx, n, 1, func(ctx context.Context, i int) error {
-		ins, err := e.client.Insert(ctx, noopArgs{N: i}, nil)
-		if err != nil {
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		return callers(ctx, n, 1, func(ctx context.Context, i int) error {
+			ins, err := e.client.Insert(ctx, noopArgs{N: i}, nil)
+			if err != nil {
+				return err
+			}
+			ev, err := e.wait(ctx)
+			if err == nil && ev.Job.ID != ins.Job.ID {
+				err = fmt.Errorf("job %d completed while waiting for job %d", ev.Job.ID, ins.Job.ID)
+			}
 			return err
-		}
-		ev, err := e.wait(ctx)
-		if err == nil && ev.Job.ID != ins.Job.ID {
-			err = fmt.Errorf("job %d completed while waiting for job %d", ev.Job.ID, ins.Job.ID)
-		}
-		return err
-	})
-	if err != nil {
+		})
+	}); err != nil {
 		return res, err
 	}
-	after, err := m.stop(ctx)
-	if err != nil {
-		return res, err
-	}
-	charge(&res, before, after)
-	latencies(&res, d)
 	res.Completed, err = e.completed(ctx)
 	return res, err
 }

@@ -102,33 +102,21 @@ func tenureCallers(ctx context.Context, c config, m *meter, load string, n, step
 			err = serr
 		}
 	}()
-	if err := m.settle(ctx); err != nil {
-		return res, err
-	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	d, err := callers(ctx, n, c.callers, func(ctx context.Context, _ int) error {
-		r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: steps})
-		if err != nil {
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		return callers(ctx, n, c.callers, func(ctx context.Context, _ int) error {
+			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: steps})
+			if err != nil {
+				return err
+			}
+			out, err := r.Result(ctx)
+			if err == nil && out != steps {
+				err = fmt.Errorf("run %s returned %d, want %d", r.ID, out, steps)
+			}
 			return err
-		}
-		out, err := r.Result(ctx)
-		if err == nil && out != steps {
-			err = fmt.Errorf("run %s returned %d, want %d", r.ID, out, steps)
-		}
-		return err
-	})
-	if err != nil {
+		})
+	}); err != nil {
 		return res, err
 	}
-	after, err := m.stop(ctx)
-	if err != nil {
-		return res, err
-	}
-	charge(&res, before, after)
-	latencies(&res, d)
 	res.Completed, err = e.completed(ctx, e.pool)
 	return res, err
 }
@@ -150,33 +138,26 @@ func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error
 	if err != nil {
 		return res, err
 	}
-	if err := m.settle(ctx); err != nil {
-		return res, err
-	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	if err := w.Start(ctx); err != nil {
-		return res, err
-	}
-	defer func() {
+	defer func() { // Shutdown of a worker that never started is a no-op
 		if serr := stopWorker(w); err == nil {
 			err = serr
 		}
 	}()
-	// The worker counts a completion after its commit; reading the count
-	// costs the database nothing.
-	if err := waitFor(ctx, time.Millisecond, 10*time.Minute, "drain", func() (bool, error) {
-		return w.Stats().Completed >= int64(n), nil
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		if err := w.Start(ctx); err != nil {
+			return nil, err
+		}
+		// The worker counts a completion after its commit; reading the count
+		// costs the database nothing.
+		if err := waitFor(ctx, time.Millisecond, 10*time.Minute, "drain", func() (bool, error) {
+			return w.Stats().Completed >= int64(n), nil
+		}); err != nil {
+			return nil, err
+		}
+		return nil, nil
 	}); err != nil {
 		return res, err
 	}
-	after, err := m.stop(ctx)
-	if err != nil {
-		return res, err
-	}
-	charge(&res, before, after)
 	res.Completed, err = e.completed(ctx, e.pool)
 	return res, err
 }
@@ -199,30 +180,18 @@ func tenureLatency(ctx context.Context, c config, m *meter) (res result, err err
 	if err := fleet.start(); err != nil {
 		return res, err
 	}
-	if err := m.settle(ctx); err != nil {
-		return res, err
-	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	d, err := callers(ctx, n, 1, func(ctx context.Context, _ int) error {
-		r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: 1})
-		if err != nil {
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		return callers(ctx, n, 1, func(ctx context.Context, _ int) error {
+			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: 1})
+			if err != nil {
+				return err
+			}
+			_, err = r.Result(ctx)
 			return err
-		}
-		_, err = r.Result(ctx)
-		return err
-	})
-	if err != nil {
+		})
+	}); err != nil {
 		return res, err
 	}
-	after, err := m.stop(ctx)
-	if err != nil {
-		return res, err
-	}
-	charge(&res, before, after)
-	latencies(&res, d)
 	stats, err := fleet.stop()
 	if err != nil {
 		return res, err
@@ -262,28 +231,21 @@ func tenureFleetOf(ctx context.Context, c config, m *meter, k int) (res result, 
 		return res, err
 	}
 	defer fleet.kill()
-	if err := m.settle(ctx); err != nil {
-		return res, err
-	}
-	before, err := m.start(ctx)
-	if err != nil {
-		return res, err
-	}
-	if err := fleet.start(); err != nil {
-		return res, err
-	}
-	// The count is read on the meter's connection: no transaction ID, no WAL.
-	if err := waitFor(ctx, 10*time.Millisecond, 10*time.Minute, "drain", func() (bool, error) {
-		done, err := e.completed(ctx, m.conn)
-		return done >= n, err
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		if err := fleet.start(); err != nil {
+			return nil, err
+		}
+		// The count is read on the meter's connection: no transaction ID, no WAL.
+		if err := waitFor(ctx, 10*time.Millisecond, 10*time.Minute, "drain", func() (bool, error) {
+			done, err := e.completed(ctx, m.conn)
+			return done >= n, err
+		}); err != nil {
+			return nil, err
+		}
+		return nil, nil
 	}); err != nil {
 		return res, err
 	}
-	after, err := m.stop(ctx)
-	if err != nil {
-		return res, err
-	}
-	charge(&res, before, after)
 	stats, err := fleet.stop()
 	if err != nil {
 		return res, err
