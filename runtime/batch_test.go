@@ -3,11 +3,14 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -75,5 +78,72 @@ func TestBatching_AtMostOnceAttemptRowIsCommittedBeforeItsCall(t *testing.T) {
 	}
 	if got := scalar[int](e, fmt.Sprintf(`SELECT count(*) FROM %s.steps WHERE status = 'completed'`, e.schema)); got != 2*runs {
 		t.Fatalf("%d completed steps, want %d", got, 2*runs)
+	}
+}
+
+// outcomes is an Observer that records how attempts ended.
+type outcomes struct {
+	mu    sync.Mutex
+	ended []string
+}
+
+func (o *outcomes) SegmentStarted(ctx context.Context, _ runtime.Segment) context.Context { return ctx }
+func (o *outcomes) SegmentEnded(context.Context, runtime.Segment, runtime.SegmentEnd)     {}
+func (o *outcomes) AttemptStarted(ctx context.Context, _ runtime.Attempt) (context.Context, runtime.TraceRef) {
+	return ctx, runtime.TraceRef{}
+}
+func (o *outcomes) AttemptEnded(_ context.Context, a runtime.Attempt, end runtime.AttemptEnd) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ended = append(o.ended, fmt.Sprintf("%s#%d:%s", a.Activity, a.Attempt, end.Outcome))
+}
+func (o *outcomes) AttemptLost(context.Context, runtime.Attempt, time.Time, runtime.TraceRef) {}
+func (o *outcomes) LeaseLost(context.Context, runtime.Segment)                                {}
+
+func (o *outcomes) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ended)
+}
+
+// An attempt is reported succeeded only once its success is recorded: when
+// the checkpoint is refused because the lease moved on, the observer hears
+// that the attempt was lost, for a checkpoint written at once (at-most-once)
+// as for one deferred to the run's next write.
+func TestObserver_AttemptWhoseCheckpointIsRefusedIsReportedLost(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []policy.Option
+	}{
+		{"at-most-once, checkpointed at once", []policy.Option{policy.AtMostOnce()}},
+		{"at-least-once, checkpoint deferred", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			g := newGate(e)
+			act := activities.New("charge", func(ctx context.Context, x in) (int, error) {
+				g.wait() // returns success after the run was cancelled
+				return x.N, nil
+			}, c.opts...)
+			wf := oneStep(act)
+			obs := &outcomes{}
+			cfg := e.slowHeartbeat() // only the checkpoint can find the lease gone
+			cfg.Observer = obs
+			w := e.worker(cfg, wf)
+			r, err := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the attempt running", func() bool { return g.waiting.Load() == 1 })
+			if err := e.client.Cancel(e.ctx, r.ID); err != nil {
+				t.Fatal(err)
+			}
+			g.release()
+			eventually(t, "the worker finds its lease gone", func() bool { return w.Stats().LeasesLost == 1 })
+			eventually(t, "the attempt reported", func() bool { return len(obs.list()) == 1 })
+			if got := obs.list(); !slices.Equal(got, []string{"charge#1:lost"}) {
+				t.Fatalf("observer heard %v, want the refused attempt reported lost", got)
+			}
+		})
 	}
 }

@@ -424,14 +424,14 @@ func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		for _, e := range held {
-			done, held := renewed[e.lease]
+			done, ours := renewed[e.lease]
 			switch {
 			case done:
 				e.renewed(began)
 			case e.ending.Load():
 				// Our own last write may have ended the lease; its
 				// fenced result says whether the lease was lost.
-			case held:
+			case ours:
 				// Still ours, but its row was locked by a write in flight:
 				// the next beat renews it, unless the TTL ran out meanwhile.
 				if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
