@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +64,7 @@ func BenchmarkThroughput(b *testing.B) {
 			cfg.Concurrency = 32
 			xid := func() int64 { return scalar[int64](e, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`) }
 			wal := func() string { return scalar[string](e, `SELECT pg_current_wal_lsn()::text`) }
-			xid0, wal0 := xid(), wal()
+			xid0, wal0, cpu0 := xid(), wal(), busyJiffies(b)
 			b.ResetTimer()
 			began := time.Now()
 			e.worker(cfg, wf)
@@ -76,6 +79,8 @@ func BenchmarkThroughput(b *testing.B) {
 			// progress polls above write nothing), and the WAL they made.
 			b.ReportMetric(float64(xid()-xid0)/float64(b.N), "xacts/run")
 			b.ReportMetric(scalar[float64](e, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, wal0)/float64(b.N), "WAL-bytes/run")
+			// Machine CPU (worker and PostgreSQL alike), in ms per run.
+			b.ReportMetric(float64(busyJiffies(b)-cpu0)*10/float64(b.N), "CPU-ms/run")
 			right := scalar[int](e, fmt.Sprintf(`SELECT count(*) FROM %s.runs
 				WHERE status = 'completed' AND output::int = (input->>'N')::int + $1`, e.schema), c.steps)
 			if right != len(runs) {
@@ -83,4 +88,28 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 		})
 	}
+}
+
+// busyJiffies is the machine's non-idle CPU time so far, in 1/100 s (the
+// first line of /proc/stat, without idle and iowait).
+func busyJiffies(b *testing.B) int64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	fields := strings.Fields(line)
+	var busy int64
+	for i, f := range fields[1:min(9, len(fields))] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %v", err)
+		}
+		busy += n
+	}
+	return busy
 }
