@@ -275,10 +275,14 @@ func (c *commitBatch) add(i int, w *Write) {
 // The fence of the step-level statements: the runs this batch still holds.
 // FOR KEY SHARE conflicts with the FOR UPDATE of claims and cancels (which
 // change the epoch) but not with the heartbeat's update of the lease expiry.
+// Each run is looked up by its primary key (LATERAL): a join could be
+// planned as a scan of every running run, whose cost grows with how many
+// runs all workers hold.
 const fence = `
 	f AS (
-		SELECT x.* FROM x JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
-		FOR KEY SHARE OF r)`
+		SELECT x.* FROM x, LATERAL (
+			SELECT FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+			FOR KEY SHARE) AS held)`
 
 // A step's output and its attempt's success. Idempotent: a repeated write
 // finds the attempt closed and the step completed with the same output.
@@ -331,8 +335,9 @@ const sqlStartAttempt = `
 		                     $7::bool[], $8::text[], $9::text[], $10::text[])
 			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id)),
 	f AS (
-		SELECT x.*, r.reclaims FROM x JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
-		FOR KEY SHARE OF r),
+		SELECT x.*, held.reclaims FROM x, LATERAL (
+			SELECT r.reclaims FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+			FOR KEY SHARE) AS held),
 	bs AS (
 		UPDATE {schema}.runs r SET reclaims = 0 FROM f WHERE r.id = f.run_id AND f.reclaims > 0),
 	st AS (
@@ -347,13 +352,24 @@ const sqlStartAttempt = `
 		ON CONFLICT (run_id, step, attempt) DO NOTHING)
 	SELECT run_id, extract(epoch FROM now() - first_started_at)::float8 * 1000 FROM st`
 
+// The fence of the statements that end runs: each run looked up by its
+// primary key and locked for the UPDATE that follows, which then finds it by
+// its primary key too (with the status in the UPDATE's own condition, the
+// planner could scan the partial index of every running run instead).
+const endFence = `
+	f AS (
+		SELECT x.* FROM x, LATERAL (
+			SELECT FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+			FOR NO KEY UPDATE) AS held)`
+
 // Completed runs. Returns each run's age.
 const sqlCompleteRun = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)),` + endFence + `
 	UPDATE {schema}.runs r
-	SET status = 'completed', output = x.output, finished_at = now(), updated_at = now(),
+	SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
 	    claimant = NULL, lease_expires_at = NULL
-	FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)
-	WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+	FROM f WHERE r.id = f.run_id
 	RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 * 1000`
 
 // Failed runs and their failure rows, in one statement: a failed run always
@@ -362,28 +378,29 @@ const sqlFailRun = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::int[],
 		                     $8::text[], $9::text[], $10::text[], $11::text[])
-			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),
+			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFence + `,
 	r AS (
 		UPDATE {schema}.runs r
-		SET status = 'failed', error_message = x.error_message, finished_at = now(), updated_at = now(),
+		SET status = 'failed', error_message = f.error_message, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL
-		FROM x WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+		FROM f WHERE r.id = f.run_id
 		RETURNING r.id, r.workflow, r.created_at),
 	fr AS (
 		INSERT INTO {schema}.failures
 			(run_id, workflow, reason, step, activity, attempts, errors, rescues, error_message, error_type, error_stack)
-		SELECT r.id, r.workflow, x.reason, x.step, x.activity, x.attempts, x.errors, x.rescues,
-		       x.error_message, x.error_type, nullif(x.error_stack, '')
-		FROM r JOIN x ON x.run_id = r.id)
+		SELECT r.id, r.workflow, f.reason, f.step, f.activity, f.attempts, f.errors, f.rescues,
+		       f.error_message, f.error_type, nullif(f.error_stack, '')
+		FROM r JOIN f ON f.run_id = r.id)
 	SELECT id, extract(epoch FROM now() - created_at)::float8 * 1000 FROM r`
 
 // Runs handed back to the queue (durable suspension, or hand-off at shutdown).
 const sqlRelease = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)),` + endFence + `
 	UPDATE {schema}.runs r
-	SET status = 'queued', run_after = now() + x.delay_ms * interval '1 millisecond',
+	SET status = 'queued', run_after = now() + f.delay_ms * interval '1 millisecond',
 	    claimant = NULL, lease_expires_at = NULL, updated_at = now()
-	FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)
-	WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+	FROM f WHERE r.id = f.run_id
 	RETURNING r.id, 0::float8`
 
 // The runs a batch ended, 200 IDs a notice (PostgreSQL's payload limit is

@@ -124,10 +124,10 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 	rows, err := db.Query(ctx, s.sql(`
 		WITH h AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
-		free AS (
-			SELECT r.id FROM {schema}.runs r JOIN h ON r.id = h.id AND r.epoch = h.epoch
-			WHERE r.status = 'running'
-			FOR NO KEY UPDATE OF r SKIP LOCKED),
+		free AS ( -- each run by its primary key, not a scan of every running run
+			SELECT held.id FROM h, LATERAL (
+				SELECT r.id FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch AND r.status = 'running'
+				FOR NO KEY UPDATE SKIP LOCKED) AS held),
 		renewed AS (
 			UPDATE {schema}.runs r
 			SET lease_expires_at = now() + $3 * interval '1 millisecond'
