@@ -447,3 +447,74 @@ func TestKill_DuringAGroupCommitBetweenItsStatements(t *testing.T) {
 	t.Logf("%d of %d runs completed by the killed worker's last commit, the rest rescued", byDoomed, len(ids))
 	e.check()
 }
+
+// A worker SIGKILLed during a group commit's COMMIT (its WAL is written, the
+// acknowledgement held back by a synchronous standby that never answers)
+// never learns the outcome: the commit takes effect after its death, and
+// the rescuer finds those runs completed, the others to rescue, every
+// invariant intact. It needs a cluster of its own: the setting holds every
+// commit of the server.
+func TestKill_DuringAGroupCommitsCommit(t *testing.T) {
+	t.Parallel()
+	cluster, err := pgtest.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	e := newEnvOn(t, cluster.URL(), "public")
+	set := func(setting, value string) {
+		t.Helper()
+		if _, err := e.pool.Exec(e.ctx, `ALTER SYSTEM SET `+setting+` = '`+value+`'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(e.ctx, `SELECT pg_reload_conf()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("synchronous_commit", "on") // private clusters run with it off
+	// No heartbeat before the commit under test: a renewal's own COMMIT
+	// would wait too, holding the rows that commit needs.
+	doomed := e.worker("doomed", func(c *fleet.Config) { c.LeaseTTL, c.Heartbeat = 6*time.Second, 5*time.Second })
+	var ids []uuid.UUID
+	for range 4 {
+		ids = append(ids, e.start(workload.Step{Kind: workload.AtLeastOnce, FirstSleepMS: 1000, SleepMS: 10}))
+	}
+	e.inFlight(ids...)
+	syncStandby := func(names string) { t.Helper(); set("synchronous_standby_names", names) }
+	syncStandby("ghost") // no such standby: every COMMIT waits after writing its WAL
+	e.eventually("a group commit waiting in its COMMIT", func() (bool, error) {
+		n, err := query[int](e, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event = 'SyncRep' AND query LIKE '%pg_notify%'`)
+		return n > 0, err
+	})
+	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.runs WHERE id = ANY($1) AND status = 'completed'`, ids); n != 0 {
+		t.Fatalf("%d runs completed before their commit was acknowledged", n)
+	}
+	if err := doomed.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, doomed)
+	syncStandby("") // the held commits now take effect, with no one to tell
+
+	e.worker("rescuer")
+	byDoomed := 0
+	for _, id := range ids {
+		e.completed(id)
+		switch got := e.attempts(id, 1); {
+		case slices.Equal(got, []attempt{{"succeeded", "doomed", 1, false}}):
+			byDoomed++
+		case slices.Equal(got, []attempt{{"lost", "doomed", 1, false}, {"succeeded", "rescuer", 2, true}}):
+		default:
+			t.Errorf("run %s attempts %v: want the doomed worker's success or a rescue of its lost attempt", id, got)
+		}
+	}
+	if byDoomed == 0 {
+		t.Fatal("no run completed by the commit the killed worker was waiting for")
+	}
+	t.Logf("%d of %d runs completed by the commit the killed worker never saw acknowledged", byDoomed, len(ids))
+	e.check()
+}
