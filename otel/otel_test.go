@@ -92,7 +92,8 @@ func (e *env) named(name string) []sdktrace.ReadOnlySpan {
 	return out
 }
 
-// ended waits until n spans of that name have ended (a segment's span ends
+// ended waits until n spans of that name have ended (a segment's span, and
+// that of an attempt whose checkpoint rode with the run's completion, end
 // just after the write that makes Result return) and returns them.
 func (e *env) ended(name string, n int) []sdktrace.ReadOnlySpan {
 	e.t.Helper()
@@ -171,7 +172,9 @@ func TestTraces_RetriedAttemptsAreLinkedSpansWithErrorsAndSQLIDs(t *testing.T) {
 	}
 	traceID := caller.SpanContext().TraceID()
 
-	attempts := e.named("fetch")
+	// The last attempt's span ends with its checkpoint, which commits with
+	// the run's completion: just after the write that makes Result return.
+	attempts := e.ended("fetch", 3)
 	if len(attempts) != 3 {
 		t.Fatalf("%d attempt spans, want 3", len(attempts))
 	}
@@ -272,6 +275,7 @@ func TestTraces_LostAttemptGetsASpanFromItsOriginalStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ := e.client.History(t.Context(), run.ID)
+	e.ended("export", 2) // the lost attempt's span, then the rescue's, which ends with the run's completion
 	var lost sdktrace.ReadOnlySpan
 	for _, s := range e.named("export") {
 		if attr(s, "tenure.attempt.outcome") == "lost" {
