@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -117,8 +118,20 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.DurationVar(&c.riverCooldown, "river-fetch-cooldown", 2*time.Millisecond, "River FetchCooldown (riverbench's value)")
 	fs.DurationVar(&c.riverPoll, "river-fetch-poll", 20*time.Millisecond, "River FetchPollInterval (riverbench's value)")
 	fs.IntVar(&c.callers, "callers", c.callers, "concurrent callers in A and B")
+	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the in-process workers and clients) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	c.url = url
 	c.systems = strings.Split(*systems, ",")
