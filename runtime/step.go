@@ -125,7 +125,10 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		// database that cannot give us one is no attempt at all, so nothing
 		// is charged to any budget; the run is handed back for later.
 		var err error
-		if tx, err = e.w.store.Pool().Begin(ctx); err != nil {
+		bctx, cancel := context.WithTimeout(ctx, e.w.cfg.StatementTimeout)
+		tx, err = e.w.store.Pool().Begin(bctx)
+		cancel()
+		if err != nil {
 			if context.Cause(e.ctx) != nil {
 				e.abandon("begin the step's transaction", err)
 				exit()
@@ -288,7 +291,9 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 	if len(out) > e.w.cfg.MaxPayload {
 		return out, nil // the caller turns this into a permanent error; rollback by defer
 	}
-	res, err := e.w.store.Commit(actx, tx, []store.Write{{Lease: e.lease, StepDone: &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}}})
+	cctx, cancel := context.WithTimeout(actx, e.w.cfg.StatementTimeout)
+	defer cancel()
+	res, err := e.w.store.Commit(cctx, tx, []store.Write{{Lease: e.lease, StepDone: &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}}})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint in step transaction: %w", err)
 	}
@@ -296,8 +301,27 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 		e.lose("transactional step refused by fencing")
 		exit()
 	}
-	if err := tx.Commit(actx); err != nil {
-		return nil, fmt.Errorf("commit step transaction: %w", err)
+	if err := tx.Commit(cctx); err != nil {
+		if sqlState(err) != "" {
+			return nil, fmt.Errorf("commit step transaction: %w", err)
+		}
+		// The connection was lost during COMMIT: the activity's writes and
+		// the checkpoint committed together, or neither did. The step's
+		// record tells which; a retry of an attempt that did commit would
+		// apply its writes twice.
+		var steps map[int]store.Step
+		if rerr := e.retry(e.w.writes, func(ctx context.Context) error {
+			var err error
+			steps, err = e.w.store.Steps(ctx, e.claim.ID)
+			return err
+		}); rerr != nil {
+			e.abandon("learn whether a transactional step committed", rerr)
+			exit()
+		}
+		if st := steps[s.n]; st.Status != "completed" {
+			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
+		}
+		e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)
 	}
 	return out, nil
 }
