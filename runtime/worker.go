@@ -78,13 +78,13 @@ type Worker struct {
 	runs      sync.WaitGroup
 
 	claimed, completed, failed, suspended, released, leasesLost, attempts atomic.Int64
-	dbErrors                                                          atomic.Int64
+	dbErrors                                                              atomic.Int64
 
 	// The worker's paths to the database, each retried with backoff while
 	// it fails: Health reports them.
 	claims, renewals, writes *trouble
 	waiting                  atomic.Int64 // runs whose write is being retried
-	serving                 atomic.Bool  // between the start of Run and its return
+	serving                  atomic.Bool  // between the start of Run and its return
 }
 
 // NewWorker returns a worker on pool. A configuration error is returned by
