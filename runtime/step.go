@@ -202,6 +202,18 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
+	if tx != nil && tx.Conn().IsClosed() && context.Cause(e.ctx) == nil {
+		// The step's transaction lost its connection (a database restart,
+		// a network cut): its writes rolled back with it, and the error is
+		// the database's, not the activity's. Like a transaction that could
+		// not begin, that is charged to no budget: the attempt is recorded
+		// interrupted and the run handed back for later.
+		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = AttemptInterrupted
+		e.log.Warn("tenure: a transactional step's transaction lost its connection; handing the run back", "step", s.n, "error", callErr)
+		e.releaseAfter(e.w.cfg.PollInterval, "database connection lost during a transactional step")
+		exit()
+	}
 	switch context.Cause(e.ctx) {
 	case errLeaseLost:
 		e.lose("attempt ended after the lease was lost")
