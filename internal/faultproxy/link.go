@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 )
 
@@ -28,7 +29,11 @@ const bufSize = 32 << 10
 func (p *Proxy) forward(l *link) {
 	defer p.wg.Done()
 	var d net.Dialer
-	server, err := d.DialContext(p.ctx, "tcp", p.target)
+	network := "tcp"
+	if strings.HasPrefix(p.target, "/") {
+		network = "unix"
+	}
+	server, err := d.DialContext(p.ctx, network, p.target)
 	if err != nil {
 		// The target is down or Close interrupted the dial: the client sees
 		// its connection reset, as it would without the proxy.

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Proxy forwards the TCP connections it accepts on a local address to a
@@ -50,11 +54,15 @@ type Stats struct {
 }
 
 // Start listens on an ephemeral port of 127.0.0.1 and forwards every
-// connection it accepts to target, a host:port. It does not dial target
-// until a connection arrives, so target may be down.
+// connection it accepts to target: a host:port, or the path of a Unix
+// socket (starting with "/", such as PostgreSQL's
+// /run/postgresql/.s.PGSQL.5432). It does not dial target until a connection
+// arrives, so target may be down.
 func Start(target string) (*Proxy, error) {
-	if _, _, err := net.SplitHostPort(target); err != nil {
-		return nil, fmt.Errorf("faultproxy: target %q: %w", target, err)
+	if !strings.HasPrefix(target, "/") {
+		if _, _, err := net.SplitHostPort(target); err != nil {
+			return nil, fmt.Errorf("faultproxy: target %q: %w", target, err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -258,4 +266,37 @@ func shut(conns []net.Conn, reset bool) {
 		}
 		_ = c.Close()
 	}
+}
+
+// Target returns the address of the PostgreSQL server dbURL names, for Start:
+// host:port over TCP, or the server's socket file when the host is a Unix
+// socket folder (as the private clusters of internal/pgtest are).
+func Target(dbURL string) (string, error) {
+	cfg, err := pgconn.ParseConfig(dbURL)
+	if err != nil {
+		return "", fmt.Errorf("faultproxy: parse database URL: %w", err)
+	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		return fmt.Sprintf("%s/.s.PGSQL.%d", cfg.Host, cfg.Port), nil
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
+}
+
+// StartFor starts a proxy in front of the server dbURL names and returns it
+// with the URL that connects through it.
+func StartFor(dbURL string) (*Proxy, string, error) {
+	target, err := Target(dbURL)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := Start(target)
+	if err != nil {
+		return nil, "", err
+	}
+	u, err := p.URL(dbURL)
+	if err != nil {
+		_ = p.Close()
+		return nil, "", err
+	}
+	return p, u, nil
 }
