@@ -21,18 +21,21 @@ type Client struct {
 	poll       time.Duration
 	observer   StartObserver
 	listenIdle time.Duration // how long the LISTEN connection outlives its last waiter
-	notices    notices
-	starts     startBatch
+	// statementTimeout bounds each statement the client sends (see bounded).
+	statementTimeout time.Duration
+	notices          notices
+	starts           startBatch
 }
 
 // ClientOption configures a Client.
 type ClientOption func(*clientOptions)
 
 type clientOptions struct {
-	schema     string
-	maxPayload int
-	poll       time.Duration
-	observer   StartObserver
+	schema           string
+	maxPayload       int
+	poll             time.Duration
+	observer         StartObserver
+	statementTimeout time.Duration
 }
 
 // StartObserver is told of every run a client starts: the hook the otel
@@ -65,18 +68,34 @@ func WithMaxPayload(n int) ClientOption { return func(o *clientOptions) { o.maxP
 // (see Client.Close).
 func WithPollInterval(d time.Duration) ClientOption { return func(o *clientOptions) { o.poll = d } }
 
+// WithStatementTimeout sets the deadline of each statement the client sends
+// (default DefaultStatementTimeout), applied when the caller's context has no
+// earlier deadline: each try of the insert of Start and StartMany, each read
+// of Result (not its wait, which lasts as long as its context), Lookup,
+// Cancel, Requeue, History, Failures, and the schema check. A statement that
+// passes it fails with an error that names the timeout and matches
+// context.DeadlineExceeded; Start and StartMany then try again (see Start).
+// Statements on the caller's transaction (StartTx, StartManyTx) follow only
+// the caller's context: the transaction is the caller's. d must be positive.
+func WithStatementTimeout(d time.Duration) ClientOption {
+	return func(o *clientOptions) { o.statementTimeout = d }
+}
+
 // NewClient returns a client on pool. A configuration error (an invalid
-// schema name) is returned by every call of the client.
+// schema name, a non-positive limit, interval or timeout) is returned by
+// every call of the client.
 func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
-	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second}
+	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second, statementTimeout: DefaultStatementTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
-	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle}
+	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle,
+		statementTimeout: o.statementTimeout}
 	c.starts.lockWait = flushLockWait
-	if err == nil && (o.maxPayload <= 0 || o.poll <= 0) {
-		c.err = fmt.Errorf("sdk.NewClient: max payload (%d) and poll interval (%s) must be positive", o.maxPayload, o.poll)
+	if err == nil && (o.maxPayload <= 0 || o.poll <= 0 || o.statementTimeout <= 0) {
+		c.err = fmt.Errorf("sdk.NewClient: max payload (%d), poll interval (%s) and statement timeout (%s) must be positive",
+			o.maxPayload, o.poll, o.statementTimeout)
 	}
 	return c
 }
@@ -91,7 +110,9 @@ func (c *Client) ready(ctx context.Context) error {
 	if c.err != nil {
 		return c.err
 	}
-	return c.store.Check(ctx)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	return timedOut(ctx, c.store.Check(ctx))
 }
 
 // Cancel ends a queued or running run as cancelled. A worker running it loses
@@ -101,7 +122,9 @@ func (c *Client) Cancel(ctx context.Context, runID uuid.UUID) error {
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
-	return c.store.CancelRun(ctx, runID)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	return timedOut(ctx, c.store.CancelRun(ctx, runID))
 }
 
 // Requeue puts a failed run back in the queue. The run keeps its ID and its
@@ -115,7 +138,9 @@ func (c *Client) Requeue(ctx context.Context, runID uuid.UUID) error {
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
-	return c.store.RequeueRun(ctx, runID)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	return timedOut(ctx, c.store.RequeueRun(ctx, runID))
 }
 
 // Attempt is one attempt of a step, as recorded in the history.
@@ -132,7 +157,10 @@ func (c *Client) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	return c.store.Attempts(ctx, runID)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	attempts, err := c.store.Attempts(ctx, runID)
+	return attempts, timedOut(ctx, err)
 }
 
 // Failures lists failure rows matching f, newest first; by default only the
@@ -141,5 +169,8 @@ func (c *Client) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, e
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	return c.store.Failures(ctx, f)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	rows, err := c.store.Failures(ctx, f)
+	return rows, timedOut(ctx, err)
 }

@@ -136,9 +136,16 @@ func (n *notices) listen(ctx context.Context, c *Client) {
 	channel := "LISTEN " + pgx.Identifier{c.store.DoneChannel()}.Sanitize()
 	retry := min(c.poll, time.Second)
 	for ctx.Err() == nil {
-		conn, err := pgx.ConnectConfig(ctx, c.store.Pool().Config().ConnConfig.Copy())
+		// Connecting and LISTEN have the statement deadline; the wait for
+		// notices has none.
+		sctx, cancel := c.bounded(ctx)
+		conn, err := pgx.ConnectConfig(sctx, c.store.Pool().Config().ConnConfig.Copy())
 		if err == nil {
-			if _, err = conn.Exec(ctx, channel); err == nil {
+			_, err = conn.Exec(sctx, channel)
+		}
+		cancel()
+		if conn != nil {
+			if err == nil {
 				n.wakeAll()
 				for {
 					note, err := conn.WaitForNotification(ctx)
