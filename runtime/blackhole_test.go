@@ -29,7 +29,6 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = proxy.Close() }) // also ends pgx's cancel requests stuck in the black hole
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +38,9 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 		t.Fatal(err)
 	}
 	t.Cleanup(cutPool.Close)
+	// First: closing the proxy ends the cancel requests pgx sent into the
+	// black hole, which the pool's Close would otherwise wait for (15s).
+	t.Cleanup(func() { _ = proxy.Close() })
 
 	type stopped struct {
 		at    time.Time
@@ -137,5 +139,85 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 	}
 	if st := cut.Stats(); st.LeasesLost != n {
 		t.Fatalf("cut-off worker stats %+v, want %d leases lost", st, n)
+	}
+}
+
+// Shutdown of a worker whose network went silent while it holds runs returns
+// by its context's deadline, saying what it could not hand back; the runs
+// are rescued once their leases expire.
+func TestBlackhole_ShutdownReturnsByItsDeadlineWhileHoldingRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	proxy, url, err := faultproxy.StartFor(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutPool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cutPool.Close)
+	t.Cleanup(func() { _ = proxy.Close() })
+
+	running := make(chan struct{}, 16)
+	hold := activities.New("hold", func(ctx context.Context, _ int) (string, error) {
+		if info, _ := activities.InfoFrom(ctx); info.Attempt == 1 {
+			running <- struct{}{}
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return "rescued", nil
+	})
+	wf := sdk.NewWorkflow("blackholed-shutdown", func(ctx context.Context, n int) (string, error) {
+		return sdk.Execute(ctx, hold, n)
+	})
+	wcfg := e.config()
+	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 3*time.Second, 300*time.Millisecond
+	cut := runtime.NewWorker(cutPool, wcfg)
+	if err := cut.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	if err := cut.Start(context.WithoutCancel(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	var runs []*sdk.Run[string]
+	for i := range n {
+		r, err := sdk.Start(e.ctx, e.client, wf, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	for range n {
+		select {
+		case <-running:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the worker did not start every run")
+		}
+	}
+	proxy.Blackhole()
+	const drain = 1500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	began := time.Now()
+	err = cut.Shutdown(ctx)
+	took := time.Since(began)
+	t.Logf("Shutdown: %s, %v", took.Round(time.Millisecond), err)
+	if took > drain+200*time.Millisecond {
+		t.Fatalf("Shutdown took %s with a %s context", took, drain)
+	}
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v, want the deadline and the runs not handed back", err)
+	}
+	e.worker(e.config(), wf)
+	for i, r := range runs {
+		if out, err := result(t, r); err != nil || out != "rescued" {
+			t.Fatalf("run %d: %q, %v", i, out, err)
+		}
 	}
 }

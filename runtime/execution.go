@@ -75,6 +75,19 @@ func (e *execution) renewedAt() time.Time {
 	return e.lastRenew
 }
 
+// leaseLeft is how long the lease can still be ours, by the worker's own
+// clock: LeaseTTL since the last renewal was sent (the database set the
+// expiry a little later, by its own clock), less a margin for the two
+// clocks' drift and for the time it takes to stop the run, so that its
+// activity is cancelled before another worker can claim it.
+func (e *execution) leaseLeft() time.Duration {
+	ttl := e.w.cfg.LeaseTTL
+	return ttl - min(ttl/10, leaseMargin) - time.Since(e.renewedAt())
+}
+
+// leaseMargin is the most that leaseLeft keeps in hand.
+const leaseMargin = 500 * time.Millisecond
+
 func (e *execution) renewed(at time.Time) {
 	e.mu.Lock()
 	e.lastRenew = at
@@ -271,7 +284,10 @@ func (e *execution) abandon(what string, err error) {
 		e.lose(what + " rejected by fencing")
 		return
 	}
-	if context.Cause(e.ctx) == errShutdown {
+	if context.Cause(e.ctx) == errShutdown && !e.ending.Load() {
+		// Not when the write that failed was the run's last (the release
+		// itself, say): it was retried for as long as the lease could be
+		// ours, so another would fail the same way.
 		e.release("interrupted while " + what)
 		return
 	}
@@ -363,7 +379,7 @@ func (e *execution) retry(path *trouble, f func(ctx context.Context) error) erro
 			e.w.waiting.Add(1)
 		}
 		path.failed(err, "runs_waiting", e.w.waiting.Load())
-		left := e.w.cfg.LeaseTTL - time.Since(e.renewedAt())
+		left := e.leaseLeft()
 		if context.Cause(e.ctx) == errLeaseLost || left <= 0 {
 			return fmt.Errorf("%w (retried while the lease could be held)", err)
 		}

@@ -288,8 +288,9 @@ func (w *Worker) stop() {
 //
 // Shutdown is bounded by ctx even when the database cannot be reached: when
 // ctx has a deadline, the interruption starts a hand-off time before it
-// (StatementTimeout, at most 2s), so that the runs are released by the
-// deadline; when ctx is cancelled, the hand-off gets that time after it. A run
+// (StatementTimeout, at most 2s, at most half the time left), so that the
+// runs are released by the deadline and Shutdown returns by then; when ctx
+// is cancelled instead, the hand-off gets that time after it. A run
 // not handed back by then keeps running in the background until its writes
 // give up, and is rescued from its last checkpoint once its lease expires;
 // Shutdown then returns an error saying how many. It returns nil when every
@@ -304,9 +305,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.stop()
 	handoff := min(w.cfg.StatementTimeout, 2*time.Second)
 	drain := ctx
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) > 2*handoff {
+	if deadline, ok := ctx.Deadline(); ok {
+		// At most half of what is left goes to the hand-off.
+		lead := min(handoff, time.Until(deadline)/2)
 		var cancel context.CancelFunc
-		drain, cancel = context.WithDeadline(ctx, deadline.Add(-handoff))
+		drain, cancel = context.WithDeadline(ctx, deadline.Add(-lead))
 		defer cancel()
 	}
 	select {
@@ -523,7 +526,7 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 	leases := make([]store.Lease, 0, len(held))
 	live := held[:0]
 	for _, e := range held {
-		left := w.cfg.LeaseTTL - time.Since(e.renewedAt())
+		left := e.leaseLeft()
 		if left <= 0 && !e.ending.Load() {
 			e.lose("lease not renewed within its TTL")
 			continue
@@ -560,7 +563,7 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 		// longer be ours. Durations on our own clock, never compared
 		// with the database's.
 		for _, e := range held {
-			if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
+			if e.leaseLeft() <= 0 {
 				e.lose("lease not renewed within its TTL")
 			}
 		}
@@ -578,7 +581,7 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 		case ours:
 			// Still ours, but its row was locked by a write in flight:
 			// the next beat renews it, unless the TTL ran out meanwhile.
-			if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
+			if e.leaseLeft() <= 0 {
 				e.lose("lease not renewed within its TTL")
 			}
 		default:
