@@ -156,7 +156,7 @@ func (e *execution) run() {
 	if e.claim.Reclaimed && len(lost) == 0 && e.claim.Reclaims > wf.MaxRescues() {
 		e.failRun(store.Failure{
 			Reason:       sdk.ReasonRescuesExhausted,
-			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started: the workflow or its worker crashes outside activities (budget %d)", e.claim.Reclaims, wf.MaxRescues()),
+			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started (budget %d): the workflow or its worker crashes outside activities, or its workers lost the database for longer than the lease each time (see the workers' Health and logs)", e.claim.Reclaims, wf.MaxRescues()),
 			ErrorType:    "tenure.Backstop",
 		})
 		return
