@@ -21,6 +21,7 @@ import (
 // run. It is called on the workflow goroutine, and may end that goroutine
 // (runtime.Goexit) when the run must unwind.
 func (e *execution) Step(ctx context.Context, act activities.Definition, input []byte, opts []policy.Option) ([]byte, error) {
+	act = e.w.overrides.Apply(act) // a test's replacement function, if any
 	e.nextStep++
 	n := e.nextStep
 	rec, seen := e.steps[n]
