@@ -423,8 +423,16 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 		w.claimed.Add(1)
 		e := w.newExecution(base, c, began)
 		w.mu.Lock()
+		old := w.running[c.ID]
 		w.running[c.ID] = e
 		w.mu.Unlock()
+		if old != nil {
+			// This worker held the run under an older lease, which expired
+			// (it froze, or its lease was ended for it): that execution is
+			// no longer heartbeated, so it is stopped here, as a renewal
+			// missing its lease would.
+			old.lose("the run was reclaimed under a newer lease")
+		}
 		w.runs.Go(func() {
 			defer func() {
 				w.mu.Lock()
