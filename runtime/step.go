@@ -21,6 +21,7 @@ import (
 // run. It is called on the workflow goroutine, and may end that goroutine
 // (runtime.Goexit) when the run must unwind.
 func (e *execution) Step(ctx context.Context, act activities.Definition, input []byte, opts []policy.Option) ([]byte, error) {
+	act = e.w.overrides.Apply(act) // a test's replacement function, if any
 	e.nextStep++
 	n := e.nextStep
 	rec, seen := e.steps[n]
@@ -65,6 +66,10 @@ type stepRun struct {
 	b          budget
 	lastDelay  time.Duration
 	prev       TraceRef // the span of the previous attempt, for links
+	// txLost: the current attempt's transaction lost its connection. Read
+	// before the transaction ends, which hands the connection back to the
+	// pool for others to use.
+	txLost bool
 }
 
 func (s *stepRun) run(ctx context.Context) ([]byte, error) {
@@ -202,7 +207,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
-	if tx != nil && tx.Conn().IsClosed() && context.Cause(e.ctx) == nil {
+	if tx != nil && s.txLost && context.Cause(e.ctx) == nil {
 		// The step's transaction lost its connection (a database restart,
 		// a network cut): its writes rolled back with it, and the error is
 		// the database's, not the activity's. Like a transaction that could
@@ -293,9 +298,16 @@ func (s *stepRun) invoke(ctx context.Context, tx pgx.Tx, rescue bool, timeout ti
 // back when the lease was lost.
 func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 	e := s.e
+	s.txLost = false
+	committing := false // from then on the connection may be back in the pool
 	// Rolled back before a retry's delay, not at the end of the attempt: a
 	// failed attempt's transaction must not hold its connection meanwhile.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(actx)) }() // no-op after commit
+	defer func() {
+		if !committing {
+			s.txLost = tx.Conn().IsClosed()
+		}
+		_ = tx.Rollback(context.WithoutCancel(actx)) // no-op after commit
+	}()
 	out, err := s.act.Invoke(actx, tx, s.input)
 	if err != nil {
 		return nil, err
@@ -313,6 +325,7 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 		e.lose("transactional step refused by fencing")
 		exit()
 	}
+	committing = true
 	if err := tx.Commit(cctx); err != nil {
 		if sqlState(err) != "" {
 			return nil, fmt.Errorf("commit step transaction: %w", err)
@@ -331,6 +344,7 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 			exit()
 		}
 		if st := steps[s.n]; st.Status != "completed" {
+			s.txLost = true
 			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 		}
 		e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)
