@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,12 +22,18 @@ type Run[Out any] struct {
 	client *Client
 }
 
+// errNoHandle is what Result returns on a Run that no Start or Lookup made.
+var errNoHandle = errors.New("sdk: Run handle not made by Start or Lookup")
+
 // Lookup returns a handle on an existing run of wf, e.g. to wait for its
 // result in another process. It fails when the run does not exist or belongs
 // to another workflow.
 func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], id uuid.UUID) (*Run[Out], error) {
 	if err := c.ready(ctx); err != nil {
 		return nil, err
+	}
+	if wf == nil {
+		return nil, fmt.Errorf("sdk.Lookup: nil workflow")
 	}
 	r, err := c.getRun(ctx, id)
 	if err != nil {
@@ -45,6 +52,9 @@ func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], 
 // a notice is missed. It returns ctx's error when ctx ends first.
 func (r *Run[Out]) Result(ctx context.Context) (Out, error) {
 	var out Out
+	if r == nil || r.client == nil {
+		return out, errNoHandle
+	}
 	row, err := r.client.wait(ctx, r.ID)
 	if err != nil {
 		return out, err

@@ -81,6 +81,9 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.Start: nil workflow")
 	}
+	if c == nil {
+		return nil, errNilClient
+	}
 	traceparent, done := c.observe(ctx, wf.name)
 	defer func() {
 		if run != nil {

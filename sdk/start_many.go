@@ -53,6 +53,9 @@ func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Wor
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.StartMany: nil workflow")
 	}
+	if c == nil {
+		return nil, errNilClient
+	}
 	dones := make([]func(uuid.UUID, bool, error), len(params))
 	errs := make([]error, len(params)) // each element's own failure, if any
 	defer func() {
