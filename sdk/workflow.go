@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/tenurehq/tenure/activities"
@@ -37,8 +38,10 @@ func WithMaxRescues(n int) WorkflowOption {
 	return func(o *workflowOptions) { o.maxRescues = n }
 }
 
-// NewWorkflow declares a workflow. It panics on an empty name, a nil function
-// or a negative rescue budget, at declaration, not when a run executes.
+// NewWorkflow declares a workflow. It panics on an empty name or a nil
+// function (an error wrapping ErrInvalidWorkflow) or a negative rescue budget
+// (an error wrapping a *policy.ValidationError), at declaration, not when a
+// run executes. The panic's value is an error, for errors.Is and errors.As.
 func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, error), opts ...WorkflowOption) *Workflow[In, Out] {
 	o := workflowOptions{maxRescues: policy.DefaultMaxRescues}
 	for _, opt := range opts {
@@ -46,14 +49,19 @@ func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, er
 	}
 	switch {
 	case name == "":
-		panic("sdk.NewWorkflow: empty name")
+		panic(fmt.Errorf("sdk.NewWorkflow: empty name: %w", ErrInvalidWorkflow))
 	case fn == nil:
-		panic(fmt.Sprintf("sdk.NewWorkflow(%q): nil function", name))
+		panic(fmt.Errorf("sdk.NewWorkflow(%q): nil function: %w", name, ErrInvalidWorkflow))
 	case o.maxRescues < 0:
-		panic(fmt.Sprintf("sdk.NewWorkflow(%q): negative MaxRescues %d", name, o.maxRescues))
+		panic(fmt.Errorf("sdk.NewWorkflow(%q): %w", name,
+			&policy.ValidationError{Field: "max_rescues", Value: o.maxRescues, Reason: "must be at least 0"}))
 	}
 	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues}
 }
+
+// ErrInvalidWorkflow is wrapped by the panic of NewWorkflow given an empty
+// name or a nil function.
+var ErrInvalidWorkflow = errors.New("invalid workflow declaration")
 
 // Name returns the workflow's registered name.
 func (w *Workflow[In, Out]) Name() string { return w.name }
