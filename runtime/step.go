@@ -34,10 +34,10 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 		})
 		exit()
 	}
-	if seen && rec.Status == "completed" {
+	if seen && rec.Status == store.StepCompleted {
 		return rec.Output, nil
 	}
-	if seen && rec.Status == "failed" {
+	if seen && rec.Status == store.StepFailed {
 		return nil, &sdk.ActivityError{Activity: rec.Activity, Step: n, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
 	}
 	pol, err := policy.Resolve(e.w.cfg.Defaults, act.Options(), opts)
@@ -84,7 +84,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 		last = "" // a requeue gave the step a fresh budget: earlier attempts no longer count
 	}
 	switch last {
-	case "lost":
+	case sdk.AttemptLost:
 		// The last attempt's outcome is unknown.
 		if s.pol.AtMostOnce {
 			return nil, s.giveUp(sdk.ReasonIndeterminate, "attempt lost: the worker died, froze or was cut off while it ran; at-most-once: not run again", "tenure.Indeterminate", nil)
@@ -149,7 +149,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	s.prev = ref
 	// Whatever way the attempt ends, including a goroutine exit when the
 	// lease is lost, the observer hears of it once. Unrecorded means lost.
-	report := AttemptEnd{Outcome: AttemptLost}
+	report := AttemptEnd{Outcome: sdk.AttemptLost}
 	began := time.Now()
 	reported := false // the report was handed to the deferred checkpoint
 	defer func() {
@@ -177,8 +177,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	timeout, ok := s.pol.TimeoutAt(elapsed)
 	if !ok {
 		const msg = "not invoked: the step's deadline passed before this attempt could start"
-		report = AttemptEnd{Outcome: AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
-		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: AttemptFailed, ErrorMessage: msg})
+		report = AttemptEnd{Outcome: sdk.AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
+		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: sdk.AttemptFailed, ErrorMessage: msg})
 	}
 
 	out, stack, callErr := s.invoke(actx, tx, rescue, timeout)
@@ -188,11 +188,11 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		if len(out) <= e.w.cfg.MaxPayload {
 			// The observer hears of the success once it is recorded: until
 			// then (and if the checkpoint is refused) the attempt is lost.
-			succeeded := AttemptEnd{Outcome: AttemptSucceeded, Duration: time.Since(began)}
+			succeeded := AttemptEnd{Outcome: sdk.AttemptSucceeded, Duration: time.Since(began)}
 			reported = s.checkpoint(out, func(recorded bool) {
 				r := succeeded
 				if !recorded {
-					r = AttemptEnd{Outcome: AttemptLost, Duration: r.Duration}
+					r = AttemptEnd{Outcome: sdk.AttemptLost, Duration: r.Duration}
 				}
 				e.w.cfg.Observer.AttemptEnded(actx, info, r)
 			})
@@ -208,8 +208,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		// the database's, not the activity's. Like a transaction that could
 		// not begin, that is charged to no budget: the attempt is recorded
 		// interrupted and the run handed back for later.
-		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
-		report.Outcome = AttemptInterrupted
+		s.end(store.AttemptEnd{Status: sdk.AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = sdk.AttemptInterrupted
 		e.log.Warn("tenure: a transactional step's transaction lost its connection; handing the run back", "step", s.n, "error", callErr)
 		e.releaseAfter(e.w.cfg.PollInterval, "database connection lost during a transactional step")
 		exit()
@@ -219,15 +219,15 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		e.lose("attempt ended after the lease was lost")
 		exit()
 	case errShutdown:
-		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
-		report.Outcome = AttemptInterrupted
+		s.end(store.AttemptEnd{Status: sdk.AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = sdk.AttemptInterrupted
 		e.release("attempt interrupted by shutdown")
 		exit()
 	}
 
-	status := AttemptFailed
+	status := sdk.AttemptFailed
 	if errors.Is(callErr, context.DeadlineExceeded) && timeout > 0 && ran >= timeout {
-		status = AttemptTimedOut
+		status = sdk.AttemptTimedOut
 	}
 	if stack != nil {
 		err := s.giveUp(sdk.ReasonPanic, callErr.Error(), "panic", &store.AttemptEnd{
@@ -245,8 +245,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	})
 	end := store.AttemptEnd{Status: status, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)}
 	if !d.Retry {
-		err := s.giveUp(string(d.Reason), callErr.Error(), typeName(callErr), &end, callErr)
-		report.Outcome, report.GaveUp = status, string(d.Reason)
+		err := s.giveUp(d.Reason, callErr.Error(), typeName(callErr), &end, callErr)
+		report.Outcome, report.GaveUp = status, d.Reason
 		return nil, err
 	}
 	end.Delay, end.DelaySource = &d.Delay, string(d.Source)
@@ -330,7 +330,7 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 			e.abandon("learn whether a transactional step committed", rerr)
 			exit()
 		}
-		if st := steps[s.n]; st.Status != "completed" {
+		if st := steps[s.n]; st.Status != store.StepCompleted {
 			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 		}
 		e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)
@@ -377,7 +377,7 @@ func (s *stepRun) end(a store.AttemptEnd) {
 
 // giveUp records that the step gave up and returns the error the workflow
 // sees. end closes the current attempt too, when it is still open.
-func (s *stepRun) giveUp(reason, msg, typ string, end *store.AttemptEnd, cause ...error) error {
+func (s *stepRun) giveUp(reason sdk.Reason, msg, typ string, end *store.AttemptEnd, cause ...error) error {
 	if end != nil {
 		end.Step, end.Attempt = s.n, s.attempt
 	}
@@ -392,7 +392,7 @@ func (s *stepRun) giveUp(reason, msg, typ string, end *store.AttemptEnd, cause .
 	if len(cause) > 0 {
 		ae.Err = cause[0]
 	}
-	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: "failed", Reason: reason, ErrorMessage: msg, ErrorType: typ}
+	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: store.StepFailed, Reason: reason, ErrorMessage: msg, ErrorType: typ}
 	return ae
 }
 

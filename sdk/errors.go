@@ -7,19 +7,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Failure reasons, as recorded in the failure table and on failed steps.
-const (
-	ReasonRetriesExhausted = "retries_exhausted" // MaxAttempts attempts ended in an error
-	ReasonRescuesExhausted = "rescues_exhausted" // more attempts were lost than MaxRescues allows
-	ReasonNonRetryable     = "non_retryable"     // a permanent error, or RetryIf said no
-	ReasonIndeterminate    = "indeterminate"     // an at-most-once attempt was lost: did it run?
-	ReasonDeadline         = "deadline_exceeded" // no attempt could start before the step's deadline
-	ReasonNondeterminism   = "nondeterminism"    // replay called a different activity at a recorded step
-	ReasonPanic            = "panic"             // an activity or the workflow panicked
-	ReasonWorkflowError    = "workflow_error"    // the workflow returned an error of its own
-	ReasonBadInput         = "bad_input"         // the run's input does not decode
-)
-
 // ErrIndeterminate means an attempt of an at-most-once activity was lost: the
 // worker died, froze or was cut off while it ran, so nobody knows whether its
 // effect happened. Tenure never invokes it again; the workflow may reconcile
@@ -59,7 +46,7 @@ const DefaultMaxPayload = 1 << 20
 type ActivityError struct {
 	Activity string
 	Step     int
-	Reason   string // a Reason* constant
+	Reason   Reason
 	Message  string // the last error's message
 	Type     string // the last error's Go type
 	Err      error
@@ -83,8 +70,8 @@ func (e *ActivityError) Is(target error) bool {
 type RunError struct {
 	RunID    uuid.UUID
 	Workflow string
-	Reason   string // a Reason* constant
-	Step     int    // 0 when the workflow itself failed
+	Reason   Reason
+	Step     int // 0 when the workflow itself failed
 	Activity string
 	Message  string
 	Type     string

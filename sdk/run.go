@@ -60,12 +60,12 @@ func (r *Run[Out]) Result(ctx context.Context) (Out, error) {
 		return out, err
 	}
 	switch row.Status {
-	case "completed":
+	case RunCompleted:
 		if err := json.Unmarshal(row.Output, &out); err != nil {
 			return out, fmt.Errorf("run %s: decode output: %w", r.ID, err)
 		}
 		return out, nil
-	case "cancelled":
+	case RunCancelled:
 		return out, fmt.Errorf("run %s: %w", r.ID, ErrCancelled)
 	}
 	re := &RunError{RunID: row.ID, Workflow: row.Workflow, Reason: ReasonWorkflowError, Message: row.ErrorMessage}
@@ -73,10 +73,6 @@ func (r *Run[Out]) Result(ctx context.Context) (Out, error) {
 		re.Reason, re.Step, re.Activity, re.Message, re.Type = f.Reason, f.Step, f.Activity, f.ErrorMessage, f.ErrorType
 	}
 	return out, re
-}
-
-func terminal(status string) bool {
-	return status == "completed" || status == "failed" || status == "cancelled"
 }
 
 // getRun reads run id with the statement deadline.
@@ -101,7 +97,7 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		if err != nil {
 			return store.Run{}, err
 		}
-		if terminal(row.Status) {
+		if row.Status.Terminal() {
 			return row, nil
 		}
 		timer := time.NewTimer(c.poll)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/policy"
 )
 
 // Step is a step's record as a replaying worker needs it: its outcome if it
@@ -13,14 +15,14 @@ import (
 type Step struct {
 	Step         int
 	Activity     string
-	Status       string // running, completed, failed
+	Status       StepStatus
 	Output       []byte
-	Reason       string
+	Reason       policy.Reason
 	ErrorMessage string
 	ErrorType    string
 	BudgetFrom   int
-	LastAttempt  int    // highest attempt number so far, 0 if none
-	LastStatus   string // status of that attempt
+	LastAttempt  int           // highest attempt number so far, 0 if none
+	LastStatus   AttemptStatus // status of that attempt
 	LastDelay    time.Duration
 	Errors       int // attempts after BudgetFrom that ended failed or timed_out
 	Rescues      int // attempts after BudgetFrom that were lost
@@ -120,7 +122,7 @@ type AttemptStart struct {
 type AttemptEnd struct {
 	Step         int
 	Attempt      int
-	Status       string // failed, timed_out, interrupted
+	Status       AttemptStatus // failed (the default), timed_out or interrupted
 	ErrorMessage string
 	ErrorType    string
 	ErrorStack   string
@@ -131,7 +133,7 @@ type AttemptEnd struct {
 // StepFailure is how a step gave up.
 type StepFailure struct {
 	Step         int
-	Reason       string
+	Reason       policy.Reason
 	ErrorMessage string
 	ErrorType    string
 	// End closes the last attempt as well, when it is still running (it ended
@@ -146,11 +148,4 @@ func delayMS(d *time.Duration) *int64 {
 	}
 	ms := d.Milliseconds()
 	return &ms
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
