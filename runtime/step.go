@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -37,8 +38,9 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	if seen && rec.Status == store.StepCompleted {
 		return rec.Output, nil
 	}
+	codec, _ := engine.ErrorCodecFrom(ctx)
 	if seen && rec.Status == store.StepFailed {
-		return nil, &sdk.ActivityError{Activity: rec.Activity, Step: n, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
+		return nil, e.replayedError(codec, n, rec)
 	}
 	pol, err := policy.Resolve(e.w.cfg.Defaults, act.Options(), opts)
 	if err == nil && pol.AtMostOnce && act.Transactional() {
@@ -47,8 +49,32 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	if err != nil {
 		return nil, fmt.Errorf("activity %q (step %d): %w", act.Name(), n, err)
 	}
-	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec}
+	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec, codec: codec}
 	return s.run(ctx)
+}
+
+// replayedError is the error of a step that gave up in an earlier execution:
+// the one the workflow saw then (see stepRun.giveUp). An error of a
+// registered type is decoded from its value; one the workflow no longer
+// registers, or that no longer decodes, is logged and replayed with its
+// message and type only.
+func (e *execution) replayedError(codec engine.ErrorCodec, n int, rec store.Step) error {
+	ae := &sdk.ActivityError{Activity: rec.Activity, Step: n, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
+	if rec.ErrorValue == nil {
+		return ae
+	}
+	if codec == nil {
+		e.log.Warn("tenure: a replayed step's error has a value, but its workflow registers no error types (sdk.WithErrorType): replayed without it",
+			"step", n, "error_type", rec.ErrorType)
+		return ae
+	}
+	v, err := codec.DecodeError(rec.ErrorType, rec.ErrorValue)
+	if err != nil {
+		e.log.Warn("tenure: a replayed step's error does not decode: replayed without its value", "step", n, "error", err)
+		return ae
+	}
+	ae.Err = v
+	return ae
 }
 
 // stepRun is the attempt loop of one step.
@@ -58,7 +84,8 @@ type stepRun struct {
 	act   activities.Definition
 	input []byte
 	pol   policy.Retry
-	rec   store.Step // zero for a new step
+	rec   store.Step        // zero for a new step
+	codec engine.ErrorCodec // the workflow's registered error types; nil if none
 
 	policyJSON []byte
 	attempt    int
@@ -377,23 +404,59 @@ func (s *stepRun) end(a store.AttemptEnd) {
 
 // giveUp records that the step gave up and returns the error the workflow
 // sees. end closes the current attempt too, when it is still open.
+//
+// The workflow sees the same error now as when the step is replayed from
+// its record (see replayedError): with a registered error type in cause's
+// chain, Err is that error as decoded from the value recorded; else Err is
+// cause, which replay cannot rebuild (it has the message and type only).
 func (s *stepRun) giveUp(reason sdk.Reason, msg, typ string, end *store.AttemptEnd, cause ...error) error {
 	if end != nil {
 		end.Step, end.Attempt = s.n, s.attempt
 	}
-	_, err := s.e.write(store.Write{FailStep: &store.StepFailure{
-		Step: s.n, Reason: reason, ErrorMessage: msg, ErrorType: typ, End: end,
+	var err error
+	if len(cause) > 0 {
+		err = cause[0]
+	}
+	var value []byte
+	if s.codec != nil && err != nil {
+		typ, value, err = s.encode(typ, err)
+	}
+	_, werr := s.e.write(store.Write{FailStep: &store.StepFailure{
+		Step: s.n, Reason: reason, ErrorMessage: msg, ErrorType: typ, ErrorValue: value, End: end,
 	}})
-	if err != nil {
-		s.e.writeFailed("fail step", err)
+	if werr != nil {
+		s.e.writeFailed("fail step", werr)
 		exit()
 	}
-	ae := &sdk.ActivityError{Activity: s.act.Name(), Step: s.n, Reason: reason, Message: msg, Type: typ}
-	if len(cause) > 0 {
-		ae.Err = cause[0]
-	}
-	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: store.StepFailed, Reason: reason, ErrorMessage: msg, ErrorType: typ}
+	ae := &sdk.ActivityError{Activity: s.act.Name(), Step: s.n, Reason: reason, Message: msg, Type: typ, Err: err}
+	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: store.StepFailed, Reason: reason,
+		ErrorMessage: msg, ErrorType: typ, ErrorValue: value}
 	return ae
+}
+
+// encode finds a registered error in err's chain and returns its type name,
+// its JSON, and the error the workflow sees: the JSON decoded, as replay
+// will. Without one it returns typ and err unchanged. A registered error
+// that cannot be recorded (it does not encode or decode, or is larger than
+// MaxPayload) is logged and leaves nothing to match, now as on replay.
+func (s *stepRun) encode(typ string, err error) (string, []byte, error) {
+	name, value, ok, encErr := s.codec.EncodeError(err)
+	if !ok {
+		return typ, nil, err
+	}
+	var decoded error
+	if encErr == nil && len(value) > s.e.w.cfg.MaxPayload {
+		encErr = fmt.Errorf("%s is %d bytes of JSON, limit %d: %w", name, len(value), s.e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge)
+	}
+	if encErr == nil {
+		decoded, encErr = s.codec.DecodeError(name, value)
+	}
+	if encErr != nil {
+		s.e.log.Warn("tenure: a step's error of a registered type cannot be recorded: the workflow sees its message and type only",
+			"step", s.n, "error_type", name, "error", encErr)
+		return name, nil, nil
+	}
+	return name, value, decoded
 }
 
 // wait sleeps the retry delay with the lease held, or suspends the run

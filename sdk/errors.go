@@ -47,15 +47,20 @@ var ErrKeyConflict = errors.New("run key already names a run with another input"
 // key in the payload.
 const DefaultMaxPayload = 1 << 20
 
-// ActivityError is the error Execute returns when a step gave up. Err is the
-// error of the last attempt when it happened in this process; on replay only
-// its message and type survive (Message, Type).
+// ActivityError is the error Execute returns when a step gave up, the same
+// when the step gives up as when it is replayed from its record, with one
+// exception: Err. When the workflow registered the type of an error in the
+// last attempt's chain (WithErrorType), Err is that error, decoded from its
+// recorded JSON, both times, so errors.As on it takes the same branch on
+// replay. Otherwise Err is the last attempt's error when the step gave up in
+// this execution, and nil on replay, where only its message and type
+// survive (Message, Type).
 type ActivityError struct {
 	Activity string
 	Step     int
 	Reason   Reason
 	Message  string // the last error's message
-	Type     string // the last error's Go type
+	Type     string // the last error's Go type (the registered one's, when there is one)
 	Err      error
 }
 

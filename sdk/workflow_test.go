@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -22,6 +23,10 @@ func TestNewWorkflow_PanicsWithTypedErrors(t *testing.T) {
 		{"empty name", func() { sdk.NewWorkflow("", fn) }, sdk.ErrInvalidWorkflow, ""},
 		{"nil function", func() { sdk.NewWorkflow[int, int]("w", nil) }, sdk.ErrInvalidWorkflow, ""},
 		{"negative rescues", func() { sdk.NewWorkflow("w", fn, sdk.WithMaxRescues(-1)) }, nil, "max_rescues"},
+		{"interface error type", func() { sdk.NewWorkflow("w", fn, sdk.WithErrorType[error]()) }, sdk.ErrInvalidWorkflow, ""},
+		{"error type twice", func() {
+			sdk.NewWorkflow("w", fn, sdk.WithErrorType[*json.SyntaxError](), sdk.WithErrorType[*json.SyntaxError]())
+		}, sdk.ErrInvalidWorkflow, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p any

@@ -167,6 +167,7 @@ type commitBatch struct {
 		epochs               []int64
 		steps                []int32
 		reasons, msgs, types []string
+		values               []string // JSON as text, "" for none: sent as text in every exec mode
 	}
 	start struct {
 		ids                           [][16]byte
@@ -243,6 +244,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		x := &c.failStep
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(f.Step))
 		x.reasons, x.msgs, x.types = append(x.reasons, string(f.Reason)), append(x.msgs, f.ErrorMessage), append(x.types, f.ErrorType)
+		x.values = append(x.values, string(f.ErrorValue))
 	}
 	if a := w.StartAttempt; a != nil {
 		c.mark(kindStart, i)
@@ -326,15 +328,16 @@ const sqlEndAttempt = `
 		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running')
 	SELECT run_id, 0::float8 FROM f`
 
-// Steps that gave up: the error is returned to the workflow again on replay.
+// Steps that gave up: the error is returned to the workflow again on replay,
+// decoded from error_value when the workflow registered its type.
 const sqlFailStep = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[])
-			AS x(run_id, epoch, step, reason, error_message, error_type)),` + fence + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[])
+			AS x(run_id, epoch, step, reason, error_message, error_type, error_value)),` + fence + `,
 	s AS (
 		UPDATE {schema}.steps s
 		SET status = 'failed', reason = f.reason, error_message = f.error_message,
-		    error_type = nullif(f.error_type, ''), finished_at = now()
+		    error_type = nullif(f.error_type, ''), error_value = nullif(f.error_value, '')::jsonb, finished_at = now()
 		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
 	SELECT run_id, 0::float8 FROM f`
 
@@ -460,7 +463,7 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	e := &c.end
 	q(kindEnd, sqlEndAttempt, e.ids, e.epochs, e.steps, e.attempts, e.status, e.msg, e.typ, e.stk, e.delays, e.sources)
 	fs := &c.failStep
-	q(kindFailStep, sqlFailStep, fs.ids, fs.epochs, fs.steps, fs.reasons, fs.msgs, fs.types)
+	q(kindFailStep, sqlFailStep, fs.ids, fs.epochs, fs.steps, fs.reasons, fs.msgs, fs.types, fs.values)
 	st := &c.start
 	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
 		st.rescues, st.workers, st.traceIDs, st.spanIDs)
