@@ -35,15 +35,17 @@ type Activity[In, Out any] struct {
 }
 
 // New declares an activity with its default policy. The policy is validated
-// here, at declaration: New panics with the *policy.ValidationError when the
-// options make no sense (as regexp.MustCompile does for a bad pattern), so a
-// bad policy stops the program at start-up, never a run at 3 a.m. Use
-// policy.New first to check options that come from configuration.
+// here, at declaration: New panics when the options make no sense (as
+// regexp.MustCompile does for a bad pattern), so a bad policy stops the
+// program at start-up, never a run at 3 a.m. The panic's value is an error
+// wrapping the *policy.ValidationError (match it with errors.As), or
+// ErrInvalidDeclaration for an empty name or a nil function. Use policy.New
+// first to check options that come from configuration.
 func New[In, Out any](name string, fn func(context.Context, In) (Out, error), opts ...policy.Option) *Activity[In, Out] {
 	if fn == nil {
-		panic(fmt.Sprintf("activities.New(%q): nil function", name))
+		panic(fmt.Errorf("activities.New(%q): nil function: %w", name, ErrInvalidDeclaration))
 	}
-	return declare(name, func(ctx context.Context, _ pgx.Tx, in In) (Out, error) { return fn(ctx, in) }, false, opts)
+	return declare("activities.New", name, func(ctx context.Context, _ pgx.Tx, in In) (Out, error) { return fn(ctx, in) }, false, opts)
 }
 
 // NewTx declares a transactional activity: fn receives the transaction in
@@ -52,23 +54,28 @@ func New[In, Out any](name string, fn func(context.Context, In) (Out, error), op
 // meanwhile, the checkpoint is refused and the transaction rolls back. A
 // transactional activity is never indeterminate: a lost attempt's transaction
 // never committed, so it is simply run again (charged to MaxRescues).
+//
+// NewTx panics as New does; with policy.AtMostOnce, the panic's value wraps
+// ErrAtMostOnceTx (match it with errors.Is).
 func NewTx[In, Out any](name string, fn func(context.Context, pgx.Tx, In) (Out, error), opts ...policy.Option) *Activity[In, Out] {
 	if fn == nil {
-		panic(fmt.Sprintf("activities.NewTx(%q): nil function", name))
+		panic(fmt.Errorf("activities.NewTx(%q): nil function: %w", name, ErrInvalidDeclaration))
 	}
-	return declare(name, fn, true, opts)
+	return declare("activities.NewTx", name, fn, true, opts)
 }
 
-func declare[In, Out any](name string, fn func(context.Context, pgx.Tx, In) (Out, error), tx bool, opts []policy.Option) *Activity[In, Out] {
+// declare checks a declaration and panics with an error value, so that a
+// recover can match it with errors.Is and errors.As.
+func declare[In, Out any](caller, name string, fn func(context.Context, pgx.Tx, In) (Out, error), tx bool, opts []policy.Option) *Activity[In, Out] {
 	if name == "" {
-		panic("activities: empty activity name")
+		panic(fmt.Errorf("%s: empty activity name: %w", caller, ErrInvalidDeclaration))
 	}
 	p, err := policy.New(opts...)
 	if err != nil {
-		panic(fmt.Sprintf("activity %q: invalid policy: %v", name, err))
+		panic(fmt.Errorf("activity %q: invalid policy: %w", name, err))
 	}
 	if tx && p.AtMostOnce {
-		panic(fmt.Sprintf("activity %q: %v", name, ErrAtMostOnceTx))
+		panic(fmt.Errorf("activity %q: %w", name, ErrAtMostOnceTx))
 	}
 	return &Activity[In, Out]{name: name, fn: fn, tx: tx, opts: opts}
 }
@@ -86,6 +93,10 @@ func (a *Activity[In, Out]) Transactional() bool { return a.tx }
 // commit with the step's checkpoint, exactly once, so a lost attempt is simply
 // rerun; at-most-once does not apply.
 var ErrAtMostOnceTx = errors.New("AtMostOnce does not apply to a transactional activity: its effects commit exactly once with the checkpoint")
+
+// ErrInvalidDeclaration is wrapped by the panic of New or NewTx given an
+// empty name or a nil function.
+var ErrInvalidDeclaration = errors.New("invalid activity declaration")
 
 // ErrBadInput marks an input that does not decode into the function's type.
 var ErrBadInput = errors.New("input does not decode")

@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,10 +54,20 @@ func ExampleNewTx() {
 }
 
 // An invalid policy stops the program where the activity is declared, not a
-// run at 3 a.m.
+// run at 3 a.m. The panic's value is an error wrapping the
+// *policy.ValidationError.
 func ExampleNew_invalidPolicy() {
-	defer func() { fmt.Println(recover()) }()
+	defer func() {
+		err := recover().(error)
+		fmt.Println(err)
+		var ve *policy.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Println("field:", ve.Field)
+		}
+	}()
 	activities.New("bad", func(ctx context.Context, in ChargeIn) (int, error) { return 0, nil },
 		policy.MaxAttempts(0))
-	// Output: activity "bad": invalid policy: policy: max_attempts = 0: must be at least 1
+	// Output:
+	// activity "bad": invalid policy: policy: max_attempts = 0: must be at least 1
+	// field: max_attempts
 }

@@ -131,9 +131,9 @@ func (i *Instrumentation) SegmentEnded(ctx context.Context, s runtime.Segment, e
 		i.m.runsCompleted.Add(ctx, 1, metric.WithAttributes(wf))
 		i.m.runDuration.Record(ctx, end.RunDuration.Seconds(), metric.WithAttributes(wf, KeySegment.String(end.Outcome)))
 	case runtime.SegmentFailed:
-		span.SetAttributes(KeyReason.String(end.Reason))
-		span.SetStatus(codes.Error, end.Reason+": "+end.Error)
-		i.m.failures.Add(ctx, 1, metric.WithAttributes(wf, KeyReason.String(end.Reason)))
+		span.SetAttributes(KeyReason.String(string(end.Reason)))
+		span.SetStatus(codes.Error, string(end.Reason)+": "+end.Error)
+		i.m.failures.Add(ctx, 1, metric.WithAttributes(wf, KeyReason.String(string(end.Reason))))
 		i.m.runDuration.Record(ctx, end.RunDuration.Seconds(), metric.WithAttributes(wf, KeySegment.String(end.Outcome)))
 	case runtime.SegmentAbandoned:
 		span.SetStatus(codes.Error, end.Error)
@@ -159,28 +159,28 @@ func (i *Instrumentation) AttemptStarted(ctx context.Context, a runtime.Attempt)
 // AttemptEnded closes the attempt's span with its outcome and counts it.
 func (i *Instrumentation) AttemptEnded(ctx context.Context, a runtime.Attempt, end runtime.AttemptEnd) {
 	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(KeyOutcome.String(end.Outcome))
+	span.SetAttributes(KeyOutcome.String(string(end.Outcome)))
 	if end.Delay != nil {
 		span.SetAttributes(KeyDelay.Int64(end.Delay.Milliseconds()), KeyDelaySource.String(end.DelaySource))
 		i.m.retries.Add(ctx, 1, metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyDelaySource.String(end.DelaySource)))
 	}
 	if end.GaveUp != "" {
-		span.SetAttributes(KeyGaveUp.String(end.GaveUp))
+		span.SetAttributes(KeyGaveUp.String(string(end.GaveUp)))
 	}
 	if end.Err != nil {
 		span.SetAttributes(KeyErrorType.String(fmt.Sprintf("%T", end.Err)))
 		span.RecordError(end.Err)
 		span.SetStatus(codes.Error, end.Err.Error())
-	} else if end.Outcome == runtime.AttemptLost {
+	} else if end.Outcome == sdk.AttemptLost {
 		span.SetStatus(codes.Error, "lease lost during the attempt: its result was discarded")
 	}
 	span.End()
-	if end.Outcome == runtime.AttemptLost {
+	if end.Outcome == sdk.AttemptLost {
 		// The worker that rescues the run counts it (AttemptLost), also when
 		// this worker never wakes up to report it: count each attempt once.
 		return
 	}
-	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(end.Outcome))
+	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(string(end.Outcome)))
 	i.m.attempts.Add(ctx, 1, attrs)
 	i.m.attemptDuration.Record(ctx, end.Duration.Seconds(), attrs)
 }
@@ -191,7 +191,7 @@ func (i *Instrumentation) AttemptLost(ctx context.Context, a runtime.Attempt, st
 	opts := []trace.SpanStartOption{
 		trace.WithTimestamp(startedAt),
 		trace.WithAttributes(attemptAttributes(a)...),
-		trace.WithAttributes(KeyOutcome.String(runtime.AttemptLost), KeyRecordedSpan.String(recorded.SpanID)),
+		trace.WithAttributes(KeyOutcome.String(string(sdk.AttemptLost)), KeyRecordedSpan.String(recorded.SpanID)),
 	}
 	if sc, ok := spanContext(recorded); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
@@ -199,7 +199,7 @@ func (i *Instrumentation) AttemptLost(ctx context.Context, a runtime.Attempt, st
 	_, span := i.tracer.Start(ctx, a.Activity, opts...)
 	span.SetStatus(codes.Error, "attempt lost: its worker died, froze or was cut off while it ran")
 	span.End()
-	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(runtime.AttemptLost))
+	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(string(sdk.AttemptLost)))
 	i.m.attempts.Add(ctx, 1, attrs)
 	i.m.attemptDuration.Record(ctx, time.Since(startedAt).Seconds(), attrs)
 }

@@ -49,20 +49,11 @@ const (
 	SourceDeadline Source = "deadline"
 )
 
-// Reason says why a step gives up. The values are those of the failure table.
-type Reason string
-
-// Reasons for giving up.
-const (
-	// RetriesExhausted: MaxAttempts attempts ended in an error.
-	RetriesExhausted Reason = "retries_exhausted"
-	// NonRetryable: the error is Permanent or RetryIf rejected it.
-	NonRetryable Reason = "non_retryable"
-	// DeadlineExceeded: the next attempt could not start before the deadline.
-	DeadlineExceeded Reason = "deadline_exceeded"
-	// RescuesExhausted: more than MaxRescues attempts were lost.
-	RescuesExhausted Reason = "rescues_exhausted"
-)
+// Sources lists every delay source, in the order of the attempts table's
+// CHECK constraint on delay_source.
+func Sources() []Source {
+	return []Source{SourcePolicy, SourceJitter, SourceRetryAfter, SourceDeadline}
+}
 
 // Decision is Decide's answer: retry after Delay, or give up for Reason.
 type Decision struct {

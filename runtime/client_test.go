@@ -67,7 +67,7 @@ func TestStart_SameKeyStartsOneRun(t *testing.T) {
 	created := atomic.Int32{}
 	for i := range ids {
 		wg.Go(func() {
-			r, err := sdk.Start(e.ctx, e.client, echoWorkflow, in{N: i}, sdk.WithKey("order-42"))
+			r, err := sdk.Start(e.ctx, e.client, echoWorkflow, in{N: 42}, sdk.WithKey("order-42"))
 			if err != nil {
 				t.Error(err)
 				return

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/sdk"
 )
 
 // Observer receives what a worker does, as it happens: the hooks the otel
@@ -63,9 +65,9 @@ const (
 
 // SegmentEnd is how a segment ended.
 type SegmentEnd struct {
-	Outcome string // a Segment* constant
-	Reason  string // the failure reason, for SegmentFailed
-	Error   string // the failure's or the abandonment's error, if any
+	Outcome string     // a Segment* constant
+	Reason  sdk.Reason // the failure reason, for SegmentFailed
+	Error   string     // the failure's or the abandonment's error, if any
 	// RunDuration is the run's age when it completed or failed, by the
 	// database clock; 0 otherwise.
 	RunDuration time.Duration
@@ -90,25 +92,30 @@ type Attempt struct {
 }
 
 // Attempt outcomes, as recorded in the attempts table.
+//
+// Deprecated: use the sdk names (sdk.AttemptSucceeded, ...), of which these
+// are aliases.
 const (
-	AttemptSucceeded   = "succeeded"
-	AttemptFailed      = "failed"
-	AttemptTimedOut    = "timed_out"
-	AttemptLost        = "lost"
-	AttemptInterrupted = "interrupted"
+	AttemptSucceeded   = sdk.AttemptSucceeded
+	AttemptFailed      = sdk.AttemptFailed
+	AttemptTimedOut    = sdk.AttemptTimedOut
+	AttemptLost        = sdk.AttemptLost
+	AttemptInterrupted = sdk.AttemptInterrupted
 )
 
 // AttemptEnd is how an attempt ended.
 type AttemptEnd struct {
-	Outcome  string // an Attempt* constant
-	Err      error  // the error it returned, if any
+	// Outcome is the attempt's status: sdk.AttemptSucceeded, AttemptFailed,
+	// AttemptTimedOut, AttemptLost or AttemptInterrupted.
+	Outcome  sdk.AttemptStatus
+	Err      error // the error it returned, if any
 	Duration time.Duration
 	// Delay is the delay chosen before the next attempt, when one follows an
 	// error; DelaySource says where it came from (policy, jitter, retry-after).
 	Delay       *time.Duration
 	DelaySource string
 	// GaveUp is the step's failure reason when this attempt made it give up.
-	GaveUp string
+	GaveUp sdk.Reason
 }
 
 // TraceRef names a span by its hex trace and span IDs; empty when not traced.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -35,11 +36,12 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 		})
 		exit()
 	}
-	if seen && rec.Status == "completed" {
+	if seen && rec.Status == store.StepCompleted {
 		return rec.Output, nil
 	}
-	if seen && rec.Status == "failed" {
-		return nil, &sdk.ActivityError{Activity: rec.Activity, Step: n, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
+	codec, _ := engine.ErrorCodecFrom(ctx)
+	if seen && rec.Status == store.StepFailed {
+		return nil, e.replayedError(codec, n, rec)
 	}
 	pol, err := policy.Resolve(e.w.cfg.Defaults, act.Options(), opts)
 	if err == nil && pol.AtMostOnce && act.Transactional() {
@@ -48,8 +50,32 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	if err != nil {
 		return nil, fmt.Errorf("activity %q (step %d): %w", act.Name(), n, err)
 	}
-	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec}
+	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec, codec: codec}
 	return s.run(ctx)
+}
+
+// replayedError is the error of a step that gave up in an earlier execution:
+// the one the workflow saw then (see stepRun.giveUp). An error of a
+// registered type is decoded from its value; one the workflow no longer
+// registers, or that no longer decodes, is logged and replayed with its
+// message and type only.
+func (e *execution) replayedError(codec engine.ErrorCodec, n int, rec store.Step) error {
+	ae := &sdk.ActivityError{Activity: rec.Activity, Step: n, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
+	if rec.ErrorValue == nil {
+		return ae
+	}
+	if codec == nil {
+		e.log.Warn("tenure: a replayed step's error has a value, but its workflow registers no error types (sdk.WithErrorType): replayed without it",
+			"step", n, "error_type", rec.ErrorType)
+		return ae
+	}
+	v, err := codec.DecodeError(rec.ErrorType, rec.ErrorValue)
+	if err != nil {
+		e.log.Warn("tenure: a replayed step's error does not decode: replayed without its value", "step", n, "error", err)
+		return ae
+	}
+	ae.Err = v
+	return ae
 }
 
 // stepRun is the attempt loop of one step.
@@ -59,7 +85,8 @@ type stepRun struct {
 	act   activities.Definition
 	input []byte
 	pol   policy.Retry
-	rec   store.Step // zero for a new step
+	rec   store.Step        // zero for a new step
+	codec engine.ErrorCodec // the workflow's registered error types; nil if none
 
 	policyJSON []byte
 	attempt    int
@@ -89,7 +116,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 		last = "" // a requeue gave the step a fresh budget: earlier attempts no longer count
 	}
 	switch last {
-	case "lost":
+	case sdk.AttemptLost:
 		// The last attempt's outcome is unknown.
 		if s.pol.AtMostOnce {
 			return nil, s.giveUp(sdk.ReasonIndeterminate, "attempt lost: the worker died, froze or was cut off while it ran; at-most-once: not run again", "tenure.Indeterminate", nil)
@@ -154,7 +181,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	s.prev = ref
 	// Whatever way the attempt ends, including a goroutine exit when the
 	// lease is lost, the observer hears of it once. Unrecorded means lost.
-	report := AttemptEnd{Outcome: AttemptLost}
+	report := AttemptEnd{Outcome: sdk.AttemptLost}
 	began := time.Now()
 	reported := false // the report was handed to the deferred checkpoint
 	defer func() {
@@ -182,8 +209,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	timeout, ok := s.pol.TimeoutAt(elapsed)
 	if !ok {
 		const msg = "not invoked: the step's deadline passed before this attempt could start"
-		report = AttemptEnd{Outcome: AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
-		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: AttemptFailed, ErrorMessage: msg})
+		report = AttemptEnd{Outcome: sdk.AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
+		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: sdk.AttemptFailed, ErrorMessage: msg})
 	}
 
 	out, stack, callErr := s.invoke(actx, tx, rescue, timeout)
@@ -193,11 +220,11 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		if len(out) <= e.w.cfg.MaxPayload {
 			// The observer hears of the success once it is recorded: until
 			// then (and if the checkpoint is refused) the attempt is lost.
-			succeeded := AttemptEnd{Outcome: AttemptSucceeded, Duration: time.Since(began)}
+			succeeded := AttemptEnd{Outcome: sdk.AttemptSucceeded, Duration: time.Since(began)}
 			reported = s.checkpoint(out, func(recorded bool) {
 				r := succeeded
 				if !recorded {
-					r = AttemptEnd{Outcome: AttemptLost, Duration: r.Duration}
+					r = AttemptEnd{Outcome: sdk.AttemptLost, Duration: r.Duration}
 				}
 				e.w.cfg.Observer.AttemptEnded(actx, info, r)
 			})
@@ -213,8 +240,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		// the database's, not the activity's. Like a transaction that could
 		// not begin, that is charged to no budget: the attempt is recorded
 		// interrupted and the run handed back for later.
-		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
-		report.Outcome = AttemptInterrupted
+		s.end(store.AttemptEnd{Status: sdk.AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = sdk.AttemptInterrupted
 		e.log.Warn("tenure: a transactional step's transaction lost its connection; handing the run back", "step", s.n, "error", callErr)
 		e.releaseAfter(e.w.cfg.PollInterval, "database connection lost during a transactional step")
 		exit()
@@ -224,15 +251,15 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		e.lose("attempt ended after the lease was lost")
 		exit()
 	case errShutdown:
-		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
-		report.Outcome = AttemptInterrupted
+		s.end(store.AttemptEnd{Status: sdk.AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = sdk.AttemptInterrupted
 		e.release("attempt interrupted by shutdown")
 		exit()
 	}
 
-	status := AttemptFailed
+	status := sdk.AttemptFailed
 	if errors.Is(callErr, context.DeadlineExceeded) && timeout > 0 && ran >= timeout {
-		status = AttemptTimedOut
+		status = sdk.AttemptTimedOut
 	}
 	if stack != nil {
 		err := s.giveUp(sdk.ReasonPanic, callErr.Error(), "panic", &store.AttemptEnd{
@@ -250,8 +277,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	})
 	end := store.AttemptEnd{Status: status, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)}
 	if !d.Retry {
-		err := s.giveUp(string(d.Reason), callErr.Error(), typeName(callErr), &end, callErr)
-		report.Outcome, report.GaveUp = status, string(d.Reason)
+		err := s.giveUp(d.Reason, callErr.Error(), typeName(callErr), &end, callErr)
+		report.Outcome, report.GaveUp = status, d.Reason
 		return nil, err
 	}
 	end.Delay, end.DelaySource = &d.Delay, string(d.Source)
@@ -343,7 +370,7 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 			e.abandon("learn whether a transactional step committed", rerr)
 			exit()
 		}
-		if st := steps[s.n]; st.Status != "completed" {
+		if st := steps[s.n]; st.Status != store.StepCompleted {
 			s.txLost = true
 			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 		}
@@ -391,23 +418,59 @@ func (s *stepRun) end(a store.AttemptEnd) {
 
 // giveUp records that the step gave up and returns the error the workflow
 // sees. end closes the current attempt too, when it is still open.
-func (s *stepRun) giveUp(reason, msg, typ string, end *store.AttemptEnd, cause ...error) error {
+//
+// The workflow sees the same error now as when the step is replayed from
+// its record (see replayedError): with a registered error type in cause's
+// chain, Err is that error as decoded from the value recorded; else Err is
+// cause, which replay cannot rebuild (it has the message and type only).
+func (s *stepRun) giveUp(reason sdk.Reason, msg, typ string, end *store.AttemptEnd, cause ...error) error {
 	if end != nil {
 		end.Step, end.Attempt = s.n, s.attempt
 	}
-	_, err := s.e.write(store.Write{FailStep: &store.StepFailure{
-		Step: s.n, Reason: reason, ErrorMessage: msg, ErrorType: typ, End: end,
+	var err error
+	if len(cause) > 0 {
+		err = cause[0]
+	}
+	var value []byte
+	if s.codec != nil && err != nil {
+		typ, value, err = s.encode(typ, err)
+	}
+	_, werr := s.e.write(store.Write{FailStep: &store.StepFailure{
+		Step: s.n, Reason: reason, ErrorMessage: msg, ErrorType: typ, ErrorValue: value, End: end,
 	}})
-	if err != nil {
-		s.e.writeFailed("fail step", err)
+	if werr != nil {
+		s.e.writeFailed("fail step", werr)
 		exit()
 	}
-	ae := &sdk.ActivityError{Activity: s.act.Name(), Step: s.n, Reason: reason, Message: msg, Type: typ}
-	if len(cause) > 0 {
-		ae.Err = cause[0]
-	}
-	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: "failed", Reason: reason, ErrorMessage: msg, ErrorType: typ}
+	ae := &sdk.ActivityError{Activity: s.act.Name(), Step: s.n, Reason: reason, Message: msg, Type: typ, Err: err}
+	s.e.steps[s.n] = store.Step{Step: s.n, Activity: s.act.Name(), Status: store.StepFailed, Reason: reason,
+		ErrorMessage: msg, ErrorType: typ, ErrorValue: value}
 	return ae
+}
+
+// encode finds a registered error in err's chain and returns its type name,
+// its JSON, and the error the workflow sees: the JSON decoded, as replay
+// will. Without one it returns typ and err unchanged. A registered error
+// that cannot be recorded (it does not encode or decode, or is larger than
+// MaxPayload) is logged and leaves nothing to match, now as on replay.
+func (s *stepRun) encode(typ string, err error) (string, []byte, error) {
+	name, value, ok, encErr := s.codec.EncodeError(err)
+	if !ok {
+		return typ, nil, err
+	}
+	var decoded error
+	if encErr == nil && len(value) > s.e.w.cfg.MaxPayload {
+		encErr = fmt.Errorf("%s is %d bytes of JSON, limit %d: %w", name, len(value), s.e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge)
+	}
+	if encErr == nil {
+		decoded, encErr = s.codec.DecodeError(name, value)
+	}
+	if encErr != nil {
+		s.e.log.Warn("tenure: a step's error of a registered type cannot be recorded: the workflow sees its message and type only",
+			"step", s.n, "error_type", name, "error", encErr)
+		return name, nil, nil
+	}
+	return name, value, decoded
 }
 
 // wait sleeps the retry delay with the lease held, or suspends the run

@@ -50,7 +50,7 @@ type Stats struct {
 }
 
 // ErrNotRunning is what Health returns for a worker that is not running:
-// not started yet, or stopped.
+// not started yet, stopped, or unable to start for its configuration.
 var ErrNotRunning = errors.New("worker not running")
 
 // troubleLogEvery is how often a database error that keeps repeating on one
@@ -91,8 +91,10 @@ type Worker struct {
 	serving                  atomic.Bool  // between the start of Run and its return
 }
 
-// NewWorker returns a worker on pool. A configuration error is returned by
-// Run (and Register).
+// NewWorker returns a worker on pool. A configuration error (a nil pool, an
+// invalid schema name, an out-of-range duration, a bad default policy) is
+// returned by Register, Run and Start and wrapped by Health; Stats, Label and
+// Shutdown work on such a worker, which never touches the database.
 func NewWorker(pool *pgxpool.Pool, cfg Config) *Worker {
 	w := &Worker{
 		workflows: map[string]sdk.Definition{},
@@ -138,6 +140,9 @@ type DatabaseObserver interface {
 // budgets), so a worker reporting trouble needs its database fixed, not a
 // restart.
 func (w *Worker) Health() error {
+	if w.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRunning, w.err)
+	}
 	if !w.serving.Load() {
 		return ErrNotRunning
 	}

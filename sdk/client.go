@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -81,9 +82,9 @@ func WithStatementTimeout(d time.Duration) ClientOption {
 	return func(o *clientOptions) { o.statementTimeout = d }
 }
 
-// NewClient returns a client on pool. A configuration error (an invalid
-// schema name, a non-positive limit, interval or timeout) is returned by
-// every call of the client.
+// NewClient returns a client on pool. A configuration error (a nil pool, an
+// invalid schema name, a non-positive limit, interval or timeout) is returned
+// by every call of the client, which then sends nothing to the database.
 func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
 	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second, statementTimeout: DefaultStatementTimeout}
 	for _, opt := range opts {
@@ -102,11 +103,23 @@ func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
 
 // Close stops the client's listener (the LISTEN connection that Result
 // waits on) and waits for it to end. The client must not be used after
-// Close. Calling Close again does nothing.
-func (c *Client) Close() { c.notices.close() }
+// Close. Calling Close again, or on a nil client, does nothing.
+func (c *Client) Close() {
+	if c == nil {
+		return
+	}
+	c.notices.close()
+}
 
-// ready checks configuration and, once, the schema.
+// errNilClient is what every call on a nil *Client returns.
+var errNilClient = errors.New("sdk: nil *Client (use sdk.NewClient)")
+
+// ready checks configuration and, once, the schema. Every entry point calls
+// it before anything else touches c: a client that fails it may have no store.
 func (c *Client) ready(ctx context.Context) error {
+	if c == nil {
+		return errNilClient
+	}
 	if c.err != nil {
 		return c.err
 	}

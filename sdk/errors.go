@@ -7,19 +7,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Failure reasons, as recorded in the failure table and on failed steps.
-const (
-	ReasonRetriesExhausted = "retries_exhausted" // MaxAttempts attempts ended in an error
-	ReasonRescuesExhausted = "rescues_exhausted" // more attempts were lost than MaxRescues allows
-	ReasonNonRetryable     = "non_retryable"     // a permanent error, or RetryIf said no
-	ReasonIndeterminate    = "indeterminate"     // an at-most-once attempt was lost: did it run?
-	ReasonDeadline         = "deadline_exceeded" // no attempt could start before the step's deadline
-	ReasonNondeterminism   = "nondeterminism"    // replay called a different activity at a recorded step
-	ReasonPanic            = "panic"             // an activity or the workflow panicked
-	ReasonWorkflowError    = "workflow_error"    // the workflow returned an error of its own
-	ReasonBadInput         = "bad_input"         // the run's input does not decode
-)
-
 // ErrIndeterminate means an attempt of an at-most-once activity was lost: the
 // worker died, froze or was cut off while it ran, so nobody knows whether its
 // effect happened. Tenure never invokes it again; the workflow may reconcile
@@ -48,20 +35,32 @@ var ErrPayloadTooLarge = errors.New("payload too large")
 // with WithKey) names a run of another workflow than the caller's.
 var ErrWorkflowMismatch = errors.New("run belongs to another workflow")
 
+// ErrKeyConflict is returned when Start (WithKey) finds its key held by a run
+// that was started with another input: the run was not started, and the
+// error names the key and the run that holds it. The same key with the same
+// input, compared as JSON values, returns the existing run instead (Created
+// false). Match with errors.Is.
+var ErrKeyConflict = errors.New("run key already names a run with another input")
+
 // DefaultMaxPayload is the largest input or output, in bytes of JSON, that
 // Tenure stores: 1 MiB. Larger payloads belong in object storage, with their
 // key in the payload.
 const DefaultMaxPayload = 1 << 20
 
-// ActivityError is the error Execute returns when a step gave up. Err is the
-// error of the last attempt when it happened in this process; on replay only
-// its message and type survive (Message, Type).
+// ActivityError is the error Execute returns when a step gave up, the same
+// when the step gives up as when it is replayed from its record, with one
+// exception: Err. When the workflow registered the type of an error in the
+// last attempt's chain (WithErrorType), Err is that error, decoded from its
+// recorded JSON, both times, so errors.As on it takes the same branch on
+// replay. Otherwise Err is the last attempt's error when the step gave up in
+// this execution, and nil on replay, where only its message and type
+// survive (Message, Type).
 type ActivityError struct {
 	Activity string
 	Step     int
-	Reason   string // a Reason* constant
+	Reason   Reason
 	Message  string // the last error's message
-	Type     string // the last error's Go type
+	Type     string // the last error's Go type (the registered one's, when there is one)
 	Err      error
 }
 
@@ -83,8 +82,8 @@ func (e *ActivityError) Is(target error) bool {
 type RunError struct {
 	RunID    uuid.UUID
 	Workflow string
-	Reason   string // a Reason* constant
-	Step     int    // 0 when the workflow itself failed
+	Reason   Reason
+	Step     int // 0 when the workflow itself failed
 	Activity string
 	Message  string
 	Type     string

@@ -81,7 +81,7 @@ func ExampleStart() {
 		fmt.Println(strings.TrimSpace(fmt.Sprint(a.Step, " ", a.Attempt, " ", a.Status, " ", a.ErrorMessage)))
 	}
 
-	again, _ := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "A-1"}, sdk.WithKey("order-A-1"))
+	again, _ := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "A-1", Amount: 100}, sdk.WithKey("order-A-1"))
 	fmt.Println("same run:", again.ID == run.ID, "created:", again.Created)
 	// Output:
 	// reserved A-1 <nil>

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,12 +22,18 @@ type Run[Out any] struct {
 	client *Client
 }
 
+// errNoHandle is what Result returns on a Run that no Start or Lookup made.
+var errNoHandle = errors.New("sdk: Run handle not made by Start or Lookup")
+
 // Lookup returns a handle on an existing run of wf, e.g. to wait for its
 // result in another process. It fails when the run does not exist or belongs
 // to another workflow.
 func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], id uuid.UUID) (*Run[Out], error) {
 	if err := c.ready(ctx); err != nil {
 		return nil, err
+	}
+	if wf == nil {
+		return nil, fmt.Errorf("sdk.Lookup: nil workflow")
 	}
 	r, err := c.getRun(ctx, id)
 	if err != nil {
@@ -45,17 +52,20 @@ func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], 
 // a notice is missed. It returns ctx's error when ctx ends first.
 func (r *Run[Out]) Result(ctx context.Context) (Out, error) {
 	var out Out
+	if r == nil || r.client == nil {
+		return out, errNoHandle
+	}
 	row, err := r.client.wait(ctx, r.ID)
 	if err != nil {
 		return out, err
 	}
 	switch row.Status {
-	case "completed":
+	case RunCompleted:
 		if err := json.Unmarshal(row.Output, &out); err != nil {
 			return out, fmt.Errorf("run %s: decode output: %w", r.ID, err)
 		}
 		return out, nil
-	case "cancelled":
+	case RunCancelled:
 		return out, fmt.Errorf("run %s: %w", r.ID, ErrCancelled)
 	}
 	re := &RunError{RunID: row.ID, Workflow: row.Workflow, Reason: ReasonWorkflowError, Message: row.ErrorMessage}
@@ -63,10 +73,6 @@ func (r *Run[Out]) Result(ctx context.Context) (Out, error) {
 		re.Reason, re.Step, re.Activity, re.Message, re.Type = f.Reason, f.Step, f.Activity, f.ErrorMessage, f.ErrorType
 	}
 	return out, re
-}
-
-func terminal(status string) bool {
-	return status == "completed" || status == "failed" || status == "cancelled"
 }
 
 // getRun reads run id with the statement deadline.
@@ -91,7 +97,7 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		if err != nil {
 			return store.Run{}, err
 		}
-		if terminal(row.Status) {
+		if row.Status.Terminal() {
 			return row, nil
 		}
 		timer := time.NewTimer(c.poll)

@@ -23,8 +23,13 @@ type startOptions struct {
 	delay    time.Duration
 }
 
-// WithKey makes Start idempotent: a second Start with the same key returns the
-// run the first one started (Run.Created is false) and starts nothing.
+// WithKey makes Start idempotent: a second Start with the same key and the
+// same input returns the run the first one started (Run.Created is false)
+// and starts nothing. Inputs are compared as JSON values, as PostgreSQL's
+// jsonb compares them (key order and spacing do not count). The same key
+// with another input is an error wrapping ErrKeyConflict, which names the key
+// and the run that holds it; so is a key held by a run of another workflow
+// (ErrWorkflowMismatch).
 func WithKey(key string) StartOption { return func(o *startOptions) { o.key = key } }
 
 // WithQueue puts the run on a queue other than "default"; only workers that
@@ -81,6 +86,9 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.Start: nil workflow")
 	}
+	if c == nil {
+		return nil, errNilClient
+	}
 	traceparent, done := c.observe(ctx, wf.name)
 	defer func() {
 		if run != nil {
@@ -100,7 +108,10 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	if db == nil {
 		ins, err = c.starts.insert(ctx, c, r)
 	} else {
-		ins.ID, ins.Workflow, ins.Created, err = c.store.InsertRun(ctx, db, r)
+		var out []store.Inserted
+		if out, err = c.store.InsertRuns(ctx, db, []store.NewRun{r}); err == nil {
+			ins = out[0]
+		}
 	}
 	if errors.Is(err, ErrOutcomeUnknown) {
 		return nil, fmt.Errorf("start %s: run %s: %w", wf.name, r.ID, err)
@@ -150,10 +161,13 @@ func (c *Client) newRun(workflow string, in any, traceparent string, opts []Star
 }
 
 // handle returns the handle on the run that holds a start's key, refusing a
-// run of another workflow.
+// run of another workflow or with another input.
 func handle[Out any](c *Client, workflow, key string, ins store.Inserted) (*Run[Out], error) {
 	if ins.Workflow != workflow {
 		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", workflow, key, ins.ID, ins.Workflow, ErrWorkflowMismatch)
+	}
+	if ins.OtherInput {
+		return nil, fmt.Errorf("start %s: key %q already names run %s, started with another input: %w", workflow, key, ins.ID, ErrKeyConflict)
 	}
 	return &Run[Out]{ID: ins.ID, Created: ins.Created, client: c}, nil
 }

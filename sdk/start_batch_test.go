@@ -147,7 +147,8 @@ func blockFlush(t *testing.T, c *sdk.Client, pool *pgxpool.Pool, schema string) 
 	}
 	leader = make(chan error, 1)
 	go func() {
-		_, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: "blocked"}, sdk.WithKey("blocker"))
+		// The same input: the leader gets the blocker's run once it commits.
+		_, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: "blocker"}, sdk.WithKey("blocker"))
 		leader <- err
 	}()
 	waitPending(t, c, 0) // the leader took its own run: it is flushing
@@ -276,7 +277,7 @@ func TestStart_BusyKeyStallsOnlyItsCaller(t *testing.T) {
 	sdk.SetFlushLockWait(c, 100*time.Millisecond)
 	busy := make(chan *sdk.Run[string], 1)
 	go func() {
-		run, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: "busy"}, sdk.WithKey("held"))
+		run, err := sdk.Start(ctx, c, Fulfil, OrderIn{ID: "held"}, sdk.WithKey("held")) // the same input: it gets the held run
 		if err != nil {
 			t.Error(err)
 		}

@@ -22,17 +22,18 @@ type StartParams[In any] struct {
 // transaction with one INSERT, and returns their handles in the order of
 // params. Runs are validated as by Start; an invalid element fails the call
 // and nothing is recorded. Elements sharing a key make one run: the first is
-// created, the others get its handle with Created false.
+// created, the others with the same input get its handle with Created false.
 //
 // Like Start, StartMany sends its insert again after an ambiguous outcome, so
 // each element still makes at most one run (its ID is sent again) and the
 // runs an unseen try committed are returned created; when no try settles the
 // outcome, the error wraps ErrOutcomeUnknown: the runs may exist.
 //
-// When keys name runs of another workflow, StartMany returns an error
-// wrapping ErrWorkflowMismatch for each of them together with the handles:
-// the other runs are recorded and their handles set, the mismatched elements'
-// handles are nil.
+// When keys name runs of another workflow, or runs (or earlier elements)
+// with another input, StartMany returns an error wrapping
+// ErrWorkflowMismatch or ErrKeyConflict for each of them together with the
+// handles: the other runs are recorded and their handles set, the refused
+// elements' handles are nil.
 func StartMany[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], params []StartParams[In]) ([]*Run[Out], error) {
 	return startMany(ctx, c, nil, wf, params)
 }
@@ -52,6 +53,9 @@ func StartManyTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Wor
 func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], params []StartParams[In]) (runs []*Run[Out], err error) {
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.StartMany: nil workflow")
+	}
+	if c == nil {
+		return nil, errNilClient
 	}
 	dones := make([]func(uuid.UUID, bool, error), len(params))
 	errs := make([]error, len(params)) // each element's own failure, if any

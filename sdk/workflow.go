@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/tenurehq/tenure/activities"
@@ -22,12 +23,16 @@ type Workflow[In, Out any] struct {
 	name       string
 	fn         func(context.Context, In) (Out, error)
 	maxRescues int
+	errorTypes *errorTypes // nil: none registered
 }
 
 // WorkflowOption configures a workflow at declaration.
 type WorkflowOption func(*workflowOptions)
 
-type workflowOptions struct{ maxRescues int }
+type workflowOptions struct {
+	maxRescues int
+	errorTypes []errorType
+}
 
 // WithMaxRescues sets the workflow's backstop crash budget: how many times in
 // a row its lease may be reclaimed with no attempt started in between (a crash
@@ -37,8 +42,11 @@ func WithMaxRescues(n int) WorkflowOption {
 	return func(o *workflowOptions) { o.maxRescues = n }
 }
 
-// NewWorkflow declares a workflow. It panics on an empty name, a nil function
-// or a negative rescue budget, at declaration, not when a run executes.
+// NewWorkflow declares a workflow. It panics on an empty name, a nil
+// function or a WithErrorType it cannot honour (an error wrapping
+// ErrInvalidWorkflow) or a negative rescue budget
+// (an error wrapping a *policy.ValidationError), at declaration, not when a
+// run executes. The panic's value is an error, for errors.Is and errors.As.
 func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, error), opts ...WorkflowOption) *Workflow[In, Out] {
 	o := workflowOptions{maxRescues: policy.DefaultMaxRescues}
 	for _, opt := range opts {
@@ -46,14 +54,23 @@ func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, er
 	}
 	switch {
 	case name == "":
-		panic("sdk.NewWorkflow: empty name")
+		panic(fmt.Errorf("sdk.NewWorkflow: empty name: %w", ErrInvalidWorkflow))
 	case fn == nil:
-		panic(fmt.Sprintf("sdk.NewWorkflow(%q): nil function", name))
+		panic(fmt.Errorf("sdk.NewWorkflow(%q): nil function: %w", name, ErrInvalidWorkflow))
 	case o.maxRescues < 0:
-		panic(fmt.Sprintf("sdk.NewWorkflow(%q): negative MaxRescues %d", name, o.maxRescues))
+		panic(fmt.Errorf("sdk.NewWorkflow(%q): %w", name,
+			&policy.ValidationError{Field: "max_rescues", Value: o.maxRescues, Reason: "must be at least 0"}))
 	}
-	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues}
+	types, err := newErrorTypes(name, o.errorTypes)
+	if err != nil {
+		panic(err)
+	}
+	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types}
 }
+
+// ErrInvalidWorkflow is wrapped by the panic of NewWorkflow given an empty
+// name or a nil function.
+var ErrInvalidWorkflow = errors.New("invalid workflow declaration")
 
 // Name returns the workflow's registered name.
 func (w *Workflow[In, Out]) Name() string { return w.name }
@@ -68,6 +85,9 @@ func (w *Workflow[In, Out]) Invoke(ctx context.Context, input []byte) ([]byte, e
 	var in In
 	if err := json.Unmarshal(input, &in); err != nil {
 		return nil, fmt.Errorf("workflow %q: %w: %w", w.name, activities.ErrBadInput, err)
+	}
+	if w.errorTypes != nil {
+		ctx = engine.WithErrorCodec(ctx, w.errorTypes)
 	}
 	out, err := w.fn(ctx, in)
 	if err != nil {

@@ -167,6 +167,7 @@ type commitBatch struct {
 		epochs               []int64
 		steps                []int32
 		reasons, msgs, types []string
+		values               []string // JSON as text, "" for none: sent as text in every exec mode
 	}
 	start struct {
 		ids                           [][16]byte
@@ -224,7 +225,9 @@ func (c *commitBatch) add(i int, w *Write) {
 	if w.FailStep != nil && w.FailStep.End != nil {
 		e := *w.FailStep.End
 		e.Step = w.FailStep.Step
-		e.Status = nonEmpty(e.Status, "failed")
+		if e.Status == "" {
+			e.Status = AttemptFailed
+		}
 		end = &e
 	}
 	if end != nil {
@@ -232,7 +235,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		e := &c.end
 		e.ids, e.epochs = append(e.ids, id), append(e.epochs, ep)
 		e.steps, e.attempts = append(e.steps, int32(end.Step)), append(e.attempts, int32(end.Attempt))
-		e.status, e.msg = append(e.status, end.Status), append(e.msg, end.ErrorMessage)
+		e.status, e.msg = append(e.status, string(end.Status)), append(e.msg, end.ErrorMessage)
 		e.typ, e.stk = append(e.typ, end.ErrorType), append(e.stk, end.ErrorStack)
 		e.delays, e.sources = append(e.delays, delayMS(end.Delay)), append(e.sources, end.DelaySource)
 	}
@@ -240,7 +243,8 @@ func (c *commitBatch) add(i int, w *Write) {
 		c.mark(kindFailStep, i)
 		x := &c.failStep
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(f.Step))
-		x.reasons, x.msgs, x.types = append(x.reasons, f.Reason), append(x.msgs, f.ErrorMessage), append(x.types, f.ErrorType)
+		x.reasons, x.msgs, x.types = append(x.reasons, string(f.Reason)), append(x.msgs, f.ErrorMessage), append(x.types, f.ErrorType)
+		x.values = append(x.values, string(f.ErrorValue))
 	}
 	if a := w.StartAttempt; a != nil {
 		c.mark(kindStart, i)
@@ -269,7 +273,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.ids, x.epochs = append(x.ids, id), append(x.epochs, ep)
 		x.steps, x.activities = append(x.steps, step), append(x.activities, activity)
 		x.attempts, x.errs, x.rescues = append(x.attempts, int32(f.Attempts)), append(x.errs, int32(f.Errors)), append(x.rescues, int32(f.Rescues))
-		x.reasons, x.msgs = append(x.reasons, f.Reason), append(x.msgs, f.ErrorMessage)
+		x.reasons, x.msgs = append(x.reasons, string(f.Reason)), append(x.msgs, f.ErrorMessage)
 		x.types, x.stacks = append(x.types, f.ErrorType), append(x.stacks, f.ErrorStack)
 		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
 	}
@@ -324,15 +328,16 @@ const sqlEndAttempt = `
 		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running')
 	SELECT run_id, 0::float8 FROM f`
 
-// Steps that gave up: the error is returned to the workflow again on replay.
+// Steps that gave up: the error is returned to the workflow again on replay,
+// decoded from error_value when the workflow registered its type.
 const sqlFailStep = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[])
-			AS x(run_id, epoch, step, reason, error_message, error_type)),` + fence + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[])
+			AS x(run_id, epoch, step, reason, error_message, error_type, error_value)),` + fence + `,
 	s AS (
 		UPDATE {schema}.steps s
 		SET status = 'failed', reason = f.reason, error_message = f.error_message,
-		    error_type = nullif(f.error_type, ''), finished_at = now()
+		    error_type = nullif(f.error_type, ''), error_value = nullif(f.error_value, '')::jsonb, finished_at = now()
 		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
 	SELECT run_id, 0::float8 FROM f`
 
@@ -382,14 +387,14 @@ const endFence = `
 			FOR NO KEY UPDATE) AS held)`
 
 // endFenceFor is endFence for a statement that leaves runs in status ended.
-func endFenceFor(ended string) string {
-	return strings.Replace(endFence, "{ended}", "'"+ended+"'", 1)
+func endFenceFor(ended RunStatus) string {
+	return strings.Replace(endFence, "{ended}", "'"+string(ended)+"'", 1)
 }
 
 // Completed runs. Returns each run's age (0 for a repeat).
 var sqlCompleteRun = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)),` + endFenceFor("completed") + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)),` + endFenceFor(RunCompleted) + `,
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
@@ -405,7 +410,7 @@ var sqlFailRun = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::int[],
 		                     $8::text[], $9::text[], $10::text[], $11::text[])
-			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFenceFor("failed") + `,
+			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFenceFor(RunFailed) + `,
 	r AS (
 		UPDATE {schema}.runs r
 		SET status = 'failed', error_message = f.error_message, finished_at = now(), updated_at = now(),
@@ -425,7 +430,7 @@ var sqlFailRun = `
 // shutdown).
 var sqlRelease = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)),` + endFenceFor("queued") + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)),` + endFenceFor(RunQueued) + `,
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'queued', run_after = now() + f.delay_ms * interval '1 millisecond',
@@ -458,7 +463,7 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	e := &c.end
 	q(kindEnd, sqlEndAttempt, e.ids, e.epochs, e.steps, e.attempts, e.status, e.msg, e.typ, e.stk, e.delays, e.sources)
 	fs := &c.failStep
-	q(kindFailStep, sqlFailStep, fs.ids, fs.epochs, fs.steps, fs.reasons, fs.msgs, fs.types)
+	q(kindFailStep, sqlFailStep, fs.ids, fs.epochs, fs.steps, fs.reasons, fs.msgs, fs.types, fs.values)
 	st := &c.start
 	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
 		st.rescues, st.workers, st.traceIDs, st.spanIDs)

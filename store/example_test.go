@@ -30,4 +30,5 @@ func ExampleMigrate() {
 	// 1 init true
 	// 2 operator true
 	// 3 claim_by_workflow true
+	// 4 step_error_value true
 }

@@ -46,8 +46,8 @@ func exampleHistory(st *store.Store) history {
 // outcome of a fabricated run.
 type outcome struct {
 	workflow, activity string
-	errors             int    // failed attempts before the end
-	reason             string // "" completes the run; else fails it with this reason
+	errors             int           // failed attempts before the end
+	reason             policy.Reason // "" completes the run; else fails it with this reason
 }
 
 // run fabricates one run of o.workflow with one step of o.activity and

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/policy"
 )
 
 // Run is a run's row as callers of Result and operators see it.
@@ -18,7 +20,7 @@ type Run struct {
 	Queue        string
 	Priority     int
 	Key          string
-	Status       string // queued, running, completed, failed, cancelled
+	Status       RunStatus
 	Input        []byte
 	Output       []byte
 	ErrorMessage string
@@ -132,7 +134,7 @@ type Attempt struct {
 	Step         int
 	Attempt      int
 	Activity     string
-	Status       string // running, succeeded, failed, timed_out, lost, interrupted
+	Status       AttemptStatus
 	StartedAt    time.Time
 	EndedAt      *time.Time
 	ErrorMessage string
@@ -179,7 +181,7 @@ type FailureRow struct {
 	ID           int64
 	RunID        uuid.UUID
 	Workflow     string
-	Reason       string
+	Reason       policy.Reason
 	Step         int
 	Activity     string
 	Attempts     int
@@ -207,7 +209,7 @@ type FailureFilter struct {
 	RunID           uuid.UUID
 	Workflow        string
 	Activity        string
-	Reason          string
+	Reason          policy.Reason
 	Since, Until    time.Time
 	IncludeRequeued bool
 	Limit           int // 0: 1000
@@ -231,7 +233,7 @@ func (s *Store) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, er
 		add("activity = $%d", f.Activity)
 	}
 	if f.Reason != "" {
-		add("reason = $%d", f.Reason)
+		add("reason = $%d", string(f.Reason))
 	}
 	if !f.Since.IsZero() {
 		add("failed_at >= $%d", f.Since)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,15 +27,21 @@ type NewRun struct {
 
 // Inserted is the outcome of recording one NewRun: the run that now holds its
 // key. Created is false when a run with the same key already existed (or came
-// earlier in the same call); ID and Workflow are then that run's.
+// earlier in the same call); ID and Workflow are then that run's, and
+// OtherInput says whether that run was started with another input.
 type Inserted struct {
 	ID       uuid.UUID
 	Workflow string
 	Created  bool
+	// OtherInput is true when Created is false and the run holding the key
+	// has an input that differs from this NewRun's as a JSON value (jsonb
+	// equality: key order and spacing do not count).
+	OtherInput bool
 }
 
 // InsertRun records one queued run on db (the pool, or the caller's
-// transaction for StartTx); see InsertRuns.
+// transaction for StartTx); see InsertRuns, which also says whether a run
+// that already held the key has another input (Inserted.OtherInput).
 func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, workflow string, created bool, err error) {
 	out, err := s.InsertRuns(ctx, db, []NewRun{r})
 	if err != nil {
@@ -47,7 +54,8 @@ func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, w
 // and announces them to idle workers, returning one Inserted per run in order.
 // With a caller key a run is idempotent: when a run with that key exists,
 // nothing is inserted for it and the existing run is returned with Created
-// false; items of one call sharing a key make one run, created by the first.
+// false (and OtherInput true when its input differs); items of one call
+// sharing a key make one run, created by the first.
 //
 // Every run is also idempotent by its ID, so that a call whose outcome the
 // caller did not see (the connection was lost during COMMIT) can be sent
@@ -218,13 +226,15 @@ func (ins *insert) batch() *pgx.Batch {
 		ins.ids, ins.workflows, ins.queues, ins.priorities, ins.keyCol, ins.inputs, ins.delays, ins.traceparts,
 		s.RunsChannel())
 	if len(ins.keys) > 0 {
-		// The runs that held a key before this call. It runs after the insert
-		// in the same transaction with a snapshot of its own, so it sees a
-		// concurrent insert the ON CONFLICT above waited for.
+		// The runs that held a key before this call, and whether their input
+		// differs (as jsonb) from the one sent with the key. It runs after
+		// the insert in the same transaction with a snapshot of its own, so
+		// it sees a concurrent insert the ON CONFLICT above waited for.
 		b.Queue(s.sql(`
-			SELECT run_key, id, workflow FROM {schema}.runs
-			WHERE run_key = ANY($1::text[]) AND id <> ALL($2::uuid[])`),
-			ins.keys, ins.keyedIDs)
+			SELECT r.run_key, r.id, r.workflow, r.input <> k.input FROM {schema}.runs r
+			JOIN unnest($3::text[], $4::jsonb[]) AS k(run_key, input) ON k.run_key = r.run_key
+			WHERE r.run_key = ANY($1::text[]) AND r.id <> ALL($2::uuid[])`),
+			ins.keys, ins.keyedIDs, ins.keyCol, ins.inputs)
 	}
 	return b
 }
@@ -275,7 +285,7 @@ func (ins *insert) readExisting(rows pgx.Rows) error {
 	ins.existing = map[string]Inserted{}
 	var key string
 	var r Inserted
-	_, err := pgx.ForEachRow(rows, []any{&key, (*[16]byte)(&r.ID), &r.Workflow}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&key, (*[16]byte)(&r.ID), &r.Workflow, &r.OtherInput}, func() error {
 		ins.existing[key] = r
 		return nil
 	})
@@ -323,7 +333,7 @@ func (ins *insert) results(ctx context.Context, db DB) ([]Inserted, error) {
 	out := make([]Inserted, len(ins.runs))
 	for i, r := range ins.runs {
 		if j := ins.first[i]; j != i {
-			out[i] = Inserted{ID: out[j].ID, Workflow: out[j].Workflow}
+			out[i] = Inserted{ID: out[j].ID, Workflow: out[j].Workflow, OtherInput: out[j].OtherInput}
 			continue
 		}
 		if ins.created[r.ID] {
@@ -342,5 +352,48 @@ func (ins *insert) results(ctx context.Context, db DB) ([]Inserted, error) {
 		}
 		out[i] = e
 	}
+	if err := ins.compareRepeats(ctx, db, out); err != nil {
+		return nil, ins.s.wrap("insert runs: compare inputs of a repeated key", err)
+	}
 	return out, nil
+}
+
+// compareRepeats sets OtherInput on the items of the call that repeat an
+// earlier item's key with an input of other bytes: it compares each, as
+// jsonb, with the input of the run that holds the key. An item with the same
+// bytes as the earlier one has its outcome already. It costs a round trip
+// only when there are such items.
+func (ins *insert) compareRepeats(ctx context.Context, db DB, out []Inserted) error {
+	var items []int32
+	var ids, inputs []string // as text: every query execution mode sends text as text
+	for i, r := range ins.runs {
+		if j := ins.first[i]; j != i && !bytes.Equal(r.Input, ins.runs[j].Input) {
+			items = append(items, int32(i))
+			ids, inputs = append(ids, out[i].ID.String()), append(inputs, string(r.Input))
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	rows, err := db.Query(ctx, ins.s.sql(`
+		SELECT d.item, r.input <> d.input::jsonb
+		FROM unnest($1::int[], $2::text[], $3::text[]) AS d(item, id, input)
+		JOIN {schema}.runs r ON r.id = d.id::uuid`), items, ids, inputs)
+	if err != nil {
+		return err
+	}
+	found := 0
+	var item int32
+	var other bool
+	if _, err := pgx.ForEachRow(rows, []any{&item, &other}, func() error {
+		out[item].OtherInput = other
+		found++
+		return nil
+	}); err != nil {
+		return err
+	}
+	if found != len(items) {
+		return fmt.Errorf("%d of %d runs holding a repeated key were not found", len(items)-found, len(items))
+	}
+	return nil
 }

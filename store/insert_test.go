@@ -366,3 +366,54 @@ func TestInsertRuns_SentAgainWhileTheFirstTryIsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A run holding a key is reported with OtherInput when the input sent with
+// the key is another JSON value: as an existing run, or as an earlier item of
+// the same call, on every kind of DB.
+func TestInsertRuns_OtherInputUnderTheSameKey(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	conn, err := st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	with := func(key, input string) store.NewRun {
+		r := newRun("wf", key)
+		r.Input = []byte(input)
+		return r
+	}
+	for _, db := range []struct {
+		name string
+		db   store.DB
+	}{{"pool", st.Pool()}, {"no batches", noBatch{conn}}} {
+		t.Run(db.name, func(t *testing.T) {
+			k := func(s string) string { return db.name + "/" + s }
+			got, err := st.InsertRuns(ctx, db.db, []store.NewRun{with(k("a"), `{"x":1,"y":2}`), with(k("b"), `{"x":1}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := got[0].ID
+			got, err = st.InsertRuns(ctx, db.db, []store.NewRun{
+				with(k("a"), `{"y":2, "x":1.0}`), // the same value as a's
+				with(k("a"), `{"x":2}`),          // another, repeating the key
+				with(k("b"), `{"x":2}`),          // another than b's
+				with(k("c"), `[1]`),              // new
+				with(k("c"), `[1, 2]`),           // another than this call's c
+				with(k("c"), `[ 1 ]`),            // the same as this call's c
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []bool{false, true, true, false, true, false}
+			for i, ins := range got {
+				if ins.OtherInput != want[i] {
+					t.Errorf("item %d: OtherInput %v, want %v (%+v)", i, ins.OtherInput, want[i], ins)
+				}
+			}
+			if got[0].ID != a || got[1].ID != a || !got[3].Created || got[4].ID != got[3].ID || got[5].ID != got[3].ID {
+				t.Fatalf("runs %+v: want a's run for items 0 and 1, one new run for c", got)
+			}
+		})
+	}
+}

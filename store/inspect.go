@@ -6,12 +6,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/policy"
 )
 
 // RunFilter selects runs for ListRuns; empty fields match all.
 type RunFilter struct {
 	Workflow string
-	Status   string // queued, running, completed, failed, cancelled
+	Status   RunStatus // empty: any
 	Queue    string
 	Limit    int // 0: 100
 }
@@ -21,7 +23,7 @@ type RunSummary struct {
 	ID         uuid.UUID
 	Workflow   string
 	Queue      string
-	Status     string
+	Status     RunStatus
 	Claimant   string // the worker holding the lease (running runs)
 	Epoch      int64
 	Requeues   int
@@ -32,7 +34,7 @@ type RunSummary struct {
 	// it expired (the run awaits rescue); nil unless running.
 	LeaseLeft *time.Duration
 	// Reason, Step and Activity come from the open failure of a failed run.
-	Reason   string
+	Reason   policy.Reason
 	Step     int
 	Activity string
 }
@@ -51,7 +53,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]RunSummary, error)
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE ($1 = '' OR r.workflow = $1) AND ($2 = '' OR r.status = $2) AND ($3 = '' OR r.queue = $3)
 		ORDER BY r.created_at DESC, r.id DESC
-		LIMIT $4`), f.Workflow, f.Status, f.Queue, f.Limit)
+		LIMIT $4`), f.Workflow, string(f.Status), f.Queue, f.Limit)
 	if err != nil {
 		return nil, s.wrap("list runs", err)
 	}
@@ -77,8 +79,8 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]RunSummary, error)
 type StepRecord struct {
 	Step           int
 	Activity       string
-	Status         string // running, completed, failed
-	Reason         string // why a failed step gave up
+	Status         StepStatus
+	Reason         policy.Reason // why a failed step gave up
 	ErrorMessage   string
 	ErrorType      string
 	Policy         []byte
@@ -112,7 +114,7 @@ type FailureCount struct {
 	Bucket    time.Time
 	Workflow  string
 	Activity  string // empty when the workflow itself failed
-	Reason    string
+	Reason    policy.Reason
 	Failures  int64
 	StillOpen int64 // not requeued
 }

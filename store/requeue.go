@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tenurehq/tenure/policy"
 )
 
 // ErrNoFilter is returned by RequeueFailures for a filter that sets nothing:
@@ -34,7 +36,7 @@ func (s *Store) RequeueRunWithNote(ctx context.Context, id uuid.UUID, note strin
 type RequeueFilter struct {
 	Workflow string
 	Activity string
-	Reason   string
+	Reason   policy.Reason
 	Since    time.Time // failed at or after; zero: no lower bound
 	Until    time.Time // failed before; zero: no upper bound
 	// All matches every open failure when no other field is set. It exists
@@ -69,7 +71,7 @@ type RequeueCandidate struct {
 	Workflow     string
 	Step         int // 0 when the workflow itself failed
 	Activity     string
-	Reason       string
+	Reason       policy.Reason
 	FailedAt     time.Time
 	ErrorMessage string
 	// Requeued is true when the run was put back; false in a dry run, or
@@ -152,7 +154,7 @@ func (s *Store) requeueFailures(ctx context.Context, f RequeueFilter, dryRun boo
 			workflow => nullif($1, ''), activity => nullif($2, ''), reason => nullif($3, ''),
 			since => CASE WHEN $9 THEN '-infinity'::timestamptz ELSE $4::timestamptz END,
 			until => $5::timestamptz, dry_run => $6, note => nullif($7, ''), max_runs => $8::integer)`),
-		f.Workflow, f.Activity, f.Reason, nullTime(f.Since), nullTime(f.Until), dryRun, note, limit,
+		f.Workflow, f.Activity, string(f.Reason), nullTime(f.Since), nullTime(f.Until), dryRun, note, limit,
 		f.All && f.Since.IsZero())
 	if err != nil {
 		return nil, s.wrap("requeue failures", err)

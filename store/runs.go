@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/policy"
 )
 
 // Claimed is a run a worker now holds the lease of.
@@ -155,7 +157,7 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 
 // Failure is what a failing run records in the failure table.
 type Failure struct {
-	Reason       string
+	Reason       policy.Reason
 	Step         int // 0: no step (the workflow itself failed)
 	Activity     string
 	Attempts     int

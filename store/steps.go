@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/policy"
 )
 
 // Step is a step's record as a replaying worker needs it: its outcome if it
@@ -13,14 +15,15 @@ import (
 type Step struct {
 	Step         int
 	Activity     string
-	Status       string // running, completed, failed
+	Status       StepStatus
 	Output       []byte
-	Reason       string
+	Reason       policy.Reason
 	ErrorMessage string
 	ErrorType    string
+	ErrorValue   []byte // JSON of a failed step's error of a registered type; nil if none
 	BudgetFrom   int
-	LastAttempt  int    // highest attempt number so far, 0 if none
-	LastStatus   string // status of that attempt
+	LastAttempt  int           // highest attempt number so far, 0 if none
+	LastStatus   AttemptStatus // status of that attempt
 	LastDelay    time.Duration
 	Errors       int // attempts after BudgetFrom that ended failed or timed_out
 	Rescues      int // attempts after BudgetFrom that were lost
@@ -34,7 +37,7 @@ type Step struct {
 func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT s.step, s.activity, s.status, s.output, coalesce(s.reason, ''),
-		       coalesce(s.error_message, ''), coalesce(s.error_type, ''), s.budget_from,
+		       coalesce(s.error_message, ''), coalesce(s.error_type, ''), s.error_value, s.budget_from,
 		       coalesce(max(a.attempt), 0),
 		       coalesce((array_agg(a.status ORDER BY a.attempt DESC))[1], ''),
 		       coalesce((array_agg(a.delay_ms ORDER BY a.attempt DESC))[1], 0),
@@ -54,7 +57,7 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 	var st Step
 	var delayMS int64
 	_, err = pgx.ForEachRow(rows, []any{&st.Step, &st.Activity, &st.Status, &st.Output, &st.Reason,
-		&st.ErrorMessage, &st.ErrorType, &st.BudgetFrom, &st.LastAttempt, &st.LastStatus, &delayMS,
+		&st.ErrorMessage, &st.ErrorType, &st.ErrorValue, &st.BudgetFrom, &st.LastAttempt, &st.LastStatus, &delayMS,
 		&st.Errors, &st.Rescues, &st.LastTraceID, &st.LastSpanID}, func() error {
 		st.LastDelay = time.Duration(delayMS) * time.Millisecond
 		out[st.Step] = st
@@ -120,7 +123,7 @@ type AttemptStart struct {
 type AttemptEnd struct {
 	Step         int
 	Attempt      int
-	Status       string // failed, timed_out, interrupted
+	Status       AttemptStatus // failed (the default), timed_out or interrupted
 	ErrorMessage string
 	ErrorType    string
 	ErrorStack   string
@@ -131,9 +134,12 @@ type AttemptEnd struct {
 // StepFailure is how a step gave up.
 type StepFailure struct {
 	Step         int
-	Reason       string
+	Reason       policy.Reason
 	ErrorMessage string
 	ErrorType    string
+	// ErrorValue is the JSON of the error, when its type is one the
+	// workflow registered (sdk.WithErrorType); nil otherwise.
+	ErrorValue []byte
 	// End closes the last attempt as well, when it is still running (it ended
 	// with the error that made the step give up). Nil when the last attempt is
 	// already closed (e.g. lost).
@@ -146,11 +152,4 @@ func delayMS(d *time.Duration) *int64 {
 	}
 	ms := d.Milliseconds()
 	return &ms
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

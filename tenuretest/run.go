@@ -110,10 +110,10 @@ func (e *Env) Crash(runID uuid.UUID) {
 // constant; "" accepts any). It returns the run's failure row: the step and
 // activity that gave up, its attempt, error and rescue counts, its last
 // error.
-func (e *Env) RequireFailed(runID uuid.UUID, reason string) sdk.FailureRow {
+func (e *Env) RequireFailed(runID uuid.UUID, reason sdk.Reason) sdk.FailureRow {
 	e.t.Helper()
 	r := e.wait(runID)
-	if r.Status != "failed" || r.Failure == nil {
+	if r.Status != sdk.RunFailed || r.Failure == nil {
 		e.t.Fatalf("tenuretest: run %s %s, want it failed with reason %q: %s", runID, r.Status, reason, e.describe(runID))
 	}
 	f := *r.Failure

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/store"
 )
 
@@ -70,7 +71,7 @@ Only open failures (not requeued) unless --include-requeued.`,
 				return err
 			}
 			rows, err := st.Failures(a.ctx, store.FailureFilter{Workflow: ff.workflow, Activity: ff.activity,
-				Reason: ff.reason, Since: since, Until: until, IncludeRequeued: includeRequeued, Limit: limit})
+				Reason: policy.Reason(ff.reason), Since: since, Until: until, IncludeRequeued: includeRequeued, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -158,7 +159,7 @@ activity again: do it only once you know its effect did not happen.`,
 			if err != nil {
 				return err
 			}
-			f := store.RequeueFilter{Workflow: ff.workflow, Activity: ff.activity, Reason: ff.reason,
+			f := store.RequeueFilter{Workflow: ff.workflow, Activity: ff.activity, Reason: policy.Reason(ff.reason),
 				Since: since, Until: until, All: all}
 			o := store.RequeueOptions{DryRun: dryRun, Note: note, BatchSize: batch}
 			bar := newProgress(a.stderr, "requeueing")
@@ -236,14 +237,14 @@ func (a *app) requeueIDs(args []string, note string) error {
 func (a *app) printRequeued(res []store.RequeueCandidate, dryRun bool) error {
 	if a.json {
 		type row struct {
-			RunID        uuid.UUID `json:"run_id"`
-			Workflow     string    `json:"workflow"`
-			Step         int       `json:"step,omitempty"`
-			Activity     string    `json:"activity,omitempty"`
-			Reason       string    `json:"reason"`
-			FailedAt     time.Time `json:"failed_at"`
-			ErrorMessage string    `json:"error_message"`
-			Requeued     bool      `json:"requeued"`
+			RunID        uuid.UUID     `json:"run_id"`
+			Workflow     string        `json:"workflow"`
+			Step         int           `json:"step,omitempty"`
+			Activity     string        `json:"activity,omitempty"`
+			Reason       policy.Reason `json:"reason"`
+			FailedAt     time.Time     `json:"failed_at"`
+			ErrorMessage string        `json:"error_message"`
+			Requeued     bool          `json:"requeued"`
 		}
 		out := make([]row, len(res))
 		for i, c := range res {
@@ -309,12 +310,12 @@ activities fail most, why, and since when. OPEN counts failures not requeued.`,
 			}
 			if a.json {
 				type row struct {
-					Bucket    time.Time `json:"bucket"`
-					Workflow  string    `json:"workflow"`
-					Activity  string    `json:"activity,omitempty"`
-					Reason    string    `json:"reason"`
-					Failures  int64     `json:"failures"`
-					StillOpen int64     `json:"still_open"`
+					Bucket    time.Time     `json:"bucket"`
+					Workflow  string        `json:"workflow"`
+					Activity  string        `json:"activity,omitempty"`
+					Reason    policy.Reason `json:"reason"`
+					Failures  int64         `json:"failures"`
+					StillOpen int64         `json:"still_open"`
 				}
 				out := make([]row, len(counts))
 				for i, c := range counts {

@@ -13,10 +13,9 @@ import (
 	"github.com/tenurehq/tenure/store"
 )
 
-var runStatuses = []string{"queued", "running", "completed", "failed", "cancelled"}
-
 func (a *app) runsCommand() *cobra.Command {
 	var f store.RunFilter
+	var status string
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
@@ -27,8 +26,9 @@ and the run awaits rescue by the next worker that claims).`,
   tenure runs list --workflow place-order --status failed --limit 20`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
-				return usagef("unknown status %q: want one of %v", f.Status, runStatuses)
+			f.Status = store.RunStatus(status)
+			if f.Status != "" && !slices.Contains(store.RunStatuses(), f.Status) {
+				return usagef("unknown status %q: want one of %v", f.Status, store.RunStatuses())
 			}
 			st, err := a.open(true)
 			if err != nil {
@@ -53,7 +53,7 @@ and the run awaits rescue by the next worker that claims).`,
 		},
 	}
 	list.Flags().StringVar(&f.Workflow, "workflow", "", "only runs of this workflow")
-	list.Flags().StringVar(&f.Status, "status", "", "only runs in this status: queued, running, completed, failed, cancelled")
+	list.Flags().StringVar(&status, "status", "", "only runs in this status: queued, running, completed, failed, cancelled")
 	list.Flags().StringVar(&f.Queue, "queue", "", "only runs on this queue")
 	list.Flags().IntVar(&f.Limit, "limit", 100, "list at most this many runs")
 
@@ -84,11 +84,11 @@ they no longer count against the step's budgets.`,
 // runDetail is the DETAIL cell of runs list.
 func runDetail(r store.RunSummary) string {
 	switch {
-	case r.Status == "failed" && r.Step > 0:
+	case r.Status == store.RunFailed && r.Step > 0:
 		return fmt.Sprintf("%s at step %d (%s)", r.Reason, r.Step, r.Activity)
-	case r.Status == "failed":
-		return r.Reason
-	case r.Status == "running" && r.LeaseLeft != nil:
+	case r.Status == store.RunFailed:
+		return string(r.Reason)
+	case r.Status == store.RunRunning && r.LeaseLeft != nil:
 		return fmt.Sprintf("held by %s, lease %s left", r.Claimant, roughly(*r.LeaseLeft))
 	case r.Requeues > 0:
 		return fmt.Sprintf("requeued %d times", r.Requeues)
@@ -106,19 +106,19 @@ func parseRunID(s string) (uuid.UUID, error) {
 
 // runJSON is a run as --json prints it.
 type runJSON struct {
-	ID          uuid.UUID  `json:"id"`
-	Workflow    string     `json:"workflow"`
-	Queue       string     `json:"queue"`
-	Status      string     `json:"status"`
-	Claimant    string     `json:"claimant,omitempty"`
-	Epoch       int64      `json:"epoch"`
-	Requeues    int        `json:"requeues"`
-	CreatedAt   time.Time  `json:"created_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	LeaseLeftMS *int64     `json:"lease_left_ms,omitempty"`
-	Reason      string     `json:"reason,omitempty"`
-	Step        int        `json:"step,omitempty"`
-	Activity    string     `json:"activity,omitempty"`
+	ID          uuid.UUID       `json:"id"`
+	Workflow    string          `json:"workflow"`
+	Queue       string          `json:"queue"`
+	Status      store.RunStatus `json:"status"`
+	Claimant    string          `json:"claimant,omitempty"`
+	Epoch       int64           `json:"epoch"`
+	Requeues    int             `json:"requeues"`
+	CreatedAt   time.Time       `json:"created_at"`
+	FinishedAt  *time.Time      `json:"finished_at"`
+	LeaseLeftMS *int64          `json:"lease_left_ms,omitempty"`
+	Reason      policy.Reason   `json:"reason,omitempty"`
+	Step        int             `json:"step,omitempty"`
+	Activity    string          `json:"activity,omitempty"`
 }
 
 func newRunJSON(r store.RunSummary) runJSON {
@@ -134,50 +134,50 @@ func newRunJSON(r store.RunSummary) runJSON {
 
 // attemptJSON is an attempt as --json prints it.
 type attemptJSON struct {
-	Attempt       int        `json:"attempt"`
-	Status        string     `json:"status"`
-	Rescue        bool       `json:"rescue"`
-	BeforeRequeue bool       `json:"before_requeue"`
-	StartedAt     time.Time  `json:"started_at"`
-	EndedAt       *time.Time `json:"ended_at"`
-	DurationMS    int64      `json:"duration_ms"`
-	DelayMS       *int64     `json:"delay_ms"`
-	DelaySource   string     `json:"delay_source,omitempty"`
-	Worker        string     `json:"worker"`
-	Epoch         int64      `json:"epoch"`
-	TraceID       string     `json:"trace_id,omitempty"`
-	ErrorType     string     `json:"error_type,omitempty"`
-	ErrorMessage  string     `json:"error_message,omitempty"`
+	Attempt       int                 `json:"attempt"`
+	Status        store.AttemptStatus `json:"status"`
+	Rescue        bool                `json:"rescue"`
+	BeforeRequeue bool                `json:"before_requeue"`
+	StartedAt     time.Time           `json:"started_at"`
+	EndedAt       *time.Time          `json:"ended_at"`
+	DurationMS    int64               `json:"duration_ms"`
+	DelayMS       *int64              `json:"delay_ms"`
+	DelaySource   string              `json:"delay_source,omitempty"`
+	Worker        string              `json:"worker"`
+	Epoch         int64               `json:"epoch"`
+	TraceID       string              `json:"trace_id,omitempty"`
+	ErrorType     string              `json:"error_type,omitempty"`
+	ErrorMessage  string              `json:"error_message,omitempty"`
 }
 
 // stepJSON is a step as --json prints it.
 type stepJSON struct {
-	Step         int             `json:"step"`
-	Activity     string          `json:"activity"`
-	Status       string          `json:"status"`
-	Reason       string          `json:"reason,omitempty"`
-	ErrorMessage string          `json:"error_message,omitempty"`
-	Policy       json.RawMessage `json:"policy"`
-	PolicyText   string          `json:"policy_text"`
-	BudgetFrom   int             `json:"budget_from"`
-	Attempts     []attemptJSON   `json:"attempts"`
+	Step         int              `json:"step"`
+	Activity     string           `json:"activity"`
+	Status       store.StepStatus `json:"status"`
+	Reason       policy.Reason    `json:"reason,omitempty"`
+	ErrorMessage string           `json:"error_message,omitempty"`
+	Policy       json.RawMessage  `json:"policy"`
+	PolicyText   string           `json:"policy_text"`
+	BudgetFrom   int              `json:"budget_from"`
+	Attempts     []attemptJSON    `json:"attempts"`
 }
 
 // failureJSON is a failure row as --json prints it.
 type failureJSON struct {
-	RunID        uuid.UUID  `json:"run_id"`
-	Workflow     string     `json:"workflow"`
-	Reason       string     `json:"reason"`
-	Step         int        `json:"step,omitempty"`
-	Activity     string     `json:"activity,omitempty"`
-	Attempts     int        `json:"attempts"`
-	Errors       int        `json:"errors"`
-	Rescues      int        `json:"rescues"`
-	ErrorType    string     `json:"error_type,omitempty"`
-	ErrorMessage string     `json:"error_message"`
-	FailedAt     time.Time  `json:"failed_at"`
-	RequeuedAt   *time.Time `json:"requeued_at,omitempty"`
-	RequeueCount int        `json:"requeue_count"`
+	RunID        uuid.UUID     `json:"run_id"`
+	Workflow     string        `json:"workflow"`
+	Reason       policy.Reason `json:"reason"`
+	Step         int           `json:"step,omitempty"`
+	Activity     string        `json:"activity,omitempty"`
+	Attempts     int           `json:"attempts"`
+	Errors       int           `json:"errors"`
+	Rescues      int           `json:"rescues"`
+	ErrorType    string        `json:"error_type,omitempty"`
+	ErrorMessage string        `json:"error_message"`
+	FailedAt     time.Time     `json:"failed_at"`
+	RequeuedAt   *time.Time    `json:"requeued_at,omitempty"`
+	RequeueCount int           `json:"requeue_count"`
 }
 
 func newFailureJSON(f store.FailureRow) failureJSON {
@@ -262,7 +262,7 @@ func (a *app) showRun(st *store.Store, id uuid.UUID) error {
 	if r.Requeues > 0 {
 		t.row("requeued", fmt.Sprintf("%d times", r.Requeues))
 	}
-	if r.Status == "running" {
+	if r.Status == store.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
 	}
 	if f := r.Failure; f != nil {
@@ -279,7 +279,7 @@ func (a *app) showRun(st *store.Store, id uuid.UUID) error {
 	for _, s := range out.Steps {
 		head := fmt.Sprintf("\nstep %d  %s  %s", s.Step, s.Activity, s.Status)
 		if s.Reason != "" {
-			head += ": " + s.Reason
+			head += ": " + string(s.Reason)
 		}
 		fmt.Fprintln(w, head)
 		fmt.Fprintf(w, "  policy  %s\n", s.PolicyText)
@@ -292,7 +292,7 @@ func (a *app) showRun(st *store.Store, id uuid.UUID) error {
 			if at.BeforeRequeue {
 				n += "*"
 			}
-			status := at.Status
+			status := string(at.Status)
 			if at.Rescue {
 				status += " (rescue)"
 			}

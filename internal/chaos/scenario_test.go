@@ -38,7 +38,7 @@ func (e *env) attempts(id uuid.UUID, step int) []attempt {
 	var out []attempt
 	for _, a := range e.history(id) {
 		if a.Step == step {
-			out = append(out, attempt{a.Status, a.Worker, a.Epoch, a.Rescue})
+			out = append(out, attempt{string(a.Status), a.Worker, a.Epoch, a.Rescue})
 		}
 	}
 	return out

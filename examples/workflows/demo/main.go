@@ -270,7 +270,7 @@ func crashWorkerDuringAttempt(ctx context.Context, client *sdk.Client, url, sche
 			_ = cmd.Process.Kill()
 			return err
 		}
-		if len(h) > 0 && h[0].Status == "running" {
+		if len(h) > 0 && h[0].Status == sdk.AttemptRunning {
 			break
 		}
 		if time.Now().After(deadline) {

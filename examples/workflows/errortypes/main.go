@@ -213,7 +213,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 		outcome := "synced"
 		var re *sdk.RunError
 		if errors.As(rerr, &re) {
-			outcome = "failed: " + re.Reason
+			outcome = "failed: " + string(re.Reason)
 		}
 		fmt.Fprintf(out, "\n%s: %s after %d attempts\n", cu.Name, outcome, len(h))
 		for _, a := range h {

@@ -19,18 +19,18 @@ func TestErrorTypes_EachErrorGetsItsOwnPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	reason := func(err error) string {
+	reason := func(err error) sdk.Reason {
 		var re *sdk.RunError
 		if errors.As(err, &re) {
 			return re.Reason
 		}
 		if err != nil {
-			return err.Error()
+			return sdk.Reason(err.Error())
 		}
 		return "ok"
 	}
 	for name, want := range map[string]struct {
-		reason   string
+		reason   sdk.Reason
 		attempts int
 		source   string // delay source of the first failed attempt
 	}{

@@ -43,7 +43,7 @@ func TestPoisonPill_QuarantinedByTheRescueBudget(t *testing.T) {
 	}
 	var got []string
 	for _, a := range o.history {
-		got = append(got, a.Status+"@"+a.Worker)
+		got = append(got, string(a.Status)+"@"+a.Worker)
 	}
 	if strings.Join(got, " ") != "lost@worker-1 lost@worker-2 lost@worker-3" {
 		t.Errorf("attempts %v", got)

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/chaos/workload"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/store"
 )
 
 // Rule names one invariant.
@@ -153,18 +155,18 @@ type Options struct {
 }
 
 type runRow struct {
-	status       string
+	status       store.RunStatus
 	epoch        int64
 	openFailures int
-	reason       string
+	reason       policy.Reason
 }
 
 type stepRow struct {
 	runID       uuid.UUID
 	step        int
 	activity    string
-	status      string
-	reason      string
+	status      store.StepStatus
+	reason      policy.Reason
 	budgetFrom  int
 	maxAttempts int
 	maxRescues  int
@@ -175,7 +177,7 @@ type stepRow struct {
 
 type attemptRow struct {
 	attempt int
-	status  string
+	status  store.AttemptStatus
 	epoch   int64
 	rescue  bool
 	ledger  int
@@ -288,17 +290,17 @@ func (r *Report) add(rule Rule, run uuid.UUID, step int, format string, args ...
 func (r *Report) checkRuns(runs map[uuid.UUID]*runRow, steps []*stepRow, opts Options) {
 	unfinished := map[uuid.UUID][]string{}
 	for _, st := range steps {
-		if st.status == "completed" || st.status == "failed" && st.reason == "indeterminate" {
+		if st.status == store.StepCompleted || st.status == store.StepFailed && st.reason == policy.Indeterminate {
 			continue
 		}
 		unfinished[st.runID] = append(unfinished[st.runID], fmt.Sprintf("step %d %s (%s)", st.step, st.status, st.reason))
 	}
 	r.Runs = len(runs)
 	for id, run := range runs {
-		r.RunStatus[run.status]++
+		r.RunStatus[string(run.status)]++
 		r.Checked[RunEnded]++
 		switch run.status {
-		case "completed":
+		case store.RunCompleted:
 			r.Checked[FailureRow]++
 			if run.openFailures != 0 {
 				r.add(FailureRow, id, 0, "completed with %d open failure rows", run.openFailures)
@@ -307,9 +309,9 @@ func (r *Report) checkRuns(runs map[uuid.UUID]*runRow, steps []*stepRow, opts Op
 			if u := unfinished[id]; len(u) > 0 {
 				r.add(CompletedSteps, id, 0, "completed with %s", strings.Join(u, ", "))
 			}
-		case "failed":
+		case store.RunFailed:
 			r.Checked[FailureRow]++
-			r.Failures[run.reason]++
+			r.Failures[string(run.reason)]++
 			if run.openFailures != 1 || run.reason == "" {
 				r.add(FailureRow, id, 0, "failed with %d open failure rows (reason %q)", run.openFailures, run.reason)
 			}
@@ -322,7 +324,7 @@ func (r *Report) checkRuns(runs map[uuid.UUID]*runRow, steps []*stepRow, opts Op
 		r.Checked[OneCompletion]++
 		n := opts.Notices[id]
 		r.Notices += n
-		ended := run.status == "completed" || run.status == "failed"
+		ended := run.status == store.RunCompleted || run.status == store.RunFailed
 		switch {
 		case n > 1:
 			r.add(OneCompletion, id, 0, "%d completion notices: more than one end was accepted", n)
@@ -341,7 +343,7 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 	var errs, lost, lostCharged, succeeded, invocations, known int
 	lastSucceeded := false
 	for i, a := range as {
-		r.Attempts[a.status]++
+		r.Attempts[string(a.status)]++
 		invocations += a.ledger
 		if a.rescue {
 			r.Rescues++
@@ -355,21 +357,21 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 		if run != nil && a.epoch > run.epoch {
 			r.add(EpochOrder, key, st.step, "attempt %d epoch %d above the run's %d", a.attempt, a.epoch, run.epoch)
 		}
-		if afterLost := i > 0 && as[i-1].status == "lost"; a.rescue != afterLost {
+		if afterLost := i > 0 && as[i-1].status == store.AttemptLost; a.rescue != afterLost {
 			r.add(RescueFlag, key, st.step, "attempt %d rescue=%v after a %s attempt", a.attempt, a.rescue, prev(as, i))
 		}
 		lastSucceeded = false
 		switch a.status {
-		case "running":
+		case store.AttemptRunning:
 			r.add(AttemptClosed, key, st.step, "attempt %d still running", a.attempt)
-		case "succeeded":
+		case store.AttemptSucceeded:
 			succeeded++
 			lastSucceeded = true
-		case "failed", "timed_out":
+		case store.AttemptFailed, store.AttemptTimedOut:
 			if a.attempt > st.budgetFrom {
 				errs++
 			}
-		case "lost":
+		case store.AttemptLost:
 			lost++
 			if a.attempt > st.budgetFrom {
 				lostCharged++
@@ -381,12 +383,12 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 			}
 		}
 		switch a.status {
-		case "succeeded", "failed", "timed_out", "interrupted":
+		case store.AttemptSucceeded, store.AttemptFailed, store.AttemptTimedOut, store.AttemptInterrupted:
 			known++
 			if a.ledger != 1 {
 				r.add(Invocations, key, st.step, "attempt %d ended %s with %d invocations, want 1", a.attempt, a.status, a.ledger)
 			}
-		case "lost":
+		case store.AttemptLost:
 			if a.ledger > 1 {
 				r.add(Invocations, key, st.step, "lost attempt %d invoked %d times", a.attempt, a.ledger)
 			}
@@ -398,7 +400,7 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 	if lostCharged > st.maxRescues+1 {
 		r.add(RescueBudget, key, st.step, "%d lost attempts, MaxRescues %d", lostCharged, st.maxRescues)
 	}
-	completed := st.status == "completed"
+	completed := st.status == store.StepCompleted
 	switch {
 	case completed && (succeeded != 1 || !lastSucceeded):
 		r.add(StepOutcome, key, st.step, "completed with %d succeeded attempts (last succeeded: %v)", succeeded, lastSucceeded)
@@ -408,7 +410,7 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 	if st.atMostOnce {
 		r.AtMostOnceSteps++
 		r.Checked[AtMostOnce]++
-		if st.reason == "indeterminate" {
+		if st.reason == policy.Indeterminate {
 			r.Indeterminate++
 		}
 		if invocations > 1 {
@@ -438,7 +440,7 @@ func prev(as []attemptRow, i int) string {
 	if i == 0 {
 		return "no"
 	}
-	return as[i-1].status
+	return string(as[i-1].status)
 }
 
 // Write prints the figures and one line per rule (checked, violations),
@@ -446,7 +448,7 @@ func prev(as []attemptRow, i int) string {
 func (r *Report) Write(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "runs\t%d\t%s\n", r.Runs, counts(r.RunStatus))
-	fmt.Fprintf(tw, "failures\t%d\t%s\n", r.RunStatus["failed"], counts(r.Failures))
+	fmt.Fprintf(tw, "failures\t%d\t%s\n", r.RunStatus[string(store.RunFailed)], counts(r.Failures))
 	fmt.Fprintf(tw, "steps\t%d\tat-most-once %d (indeterminate %d)\n", r.Steps, r.AtMostOnceSteps, r.Indeterminate)
 	total := 0
 	for _, n := range r.Attempts {

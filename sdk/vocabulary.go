@@ -1,0 +1,55 @@
+package sdk
+
+import (
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/store"
+)
+
+// The vocabulary of runs, attempts and failures, as recorded in the tables
+// and seen in Result, History and Failures. Each type is defined once, beside
+// what decides its values (run and attempt statuses in package store, with
+// the tables; failure reasons in package policy, which gives up); these are
+// the names application code uses. A test checks every list against the
+// tables' CHECK constraints.
+
+// RunStatus is a run's status (Run.Status in store.Run, sdk.Lookup's runs).
+type RunStatus = store.RunStatus
+
+// Run statuses.
+const (
+	RunQueued    = store.RunQueued    // waiting to be claimed, due at run_after
+	RunRunning   = store.RunRunning   // leased by a worker
+	RunCompleted = store.RunCompleted // ended with its output
+	RunFailed    = store.RunFailed    // ended without success; it has a failure row
+	RunCancelled = store.RunCancelled // ended by Cancel
+)
+
+// AttemptStatus is an attempt's status (Attempt.Status in History).
+type AttemptStatus = store.AttemptStatus
+
+// Attempt statuses.
+const (
+	AttemptRunning     = store.AttemptRunning     // invoked; its outcome is not recorded yet
+	AttemptSucceeded   = store.AttemptSucceeded   // returned its output
+	AttemptFailed      = store.AttemptFailed      // returned an error, or panicked
+	AttemptTimedOut    = store.AttemptTimedOut    // passed its AttemptTimeout
+	AttemptLost        = store.AttemptLost        // outcome unknown: its lease expired while it ran
+	AttemptInterrupted = store.AttemptInterrupted // cancelled by a graceful shutdown; charged to no budget
+)
+
+// Reason says why a step or a run gave up (RunError.Reason,
+// ActivityError.Reason, FailureRow.Reason).
+type Reason = policy.Reason
+
+// Failure reasons, as recorded in the failure table and on failed steps.
+const (
+	ReasonRetriesExhausted = policy.RetriesExhausted // MaxAttempts attempts ended in an error
+	ReasonRescuesExhausted = policy.RescuesExhausted // more attempts were lost than MaxRescues allows
+	ReasonNonRetryable     = policy.NonRetryable     // a permanent error, or RetryIf said no
+	ReasonIndeterminate    = policy.Indeterminate    // an at-most-once attempt was lost: did it run?
+	ReasonDeadline         = policy.DeadlineExceeded // no attempt could start before the step's deadline
+	ReasonNondeterminism   = policy.Nondeterminism   // replay called a different activity at a recorded step
+	ReasonPanic            = policy.Panic            // an activity or the workflow panicked
+	ReasonWorkflowError    = policy.WorkflowError    // the workflow returned an error of its own
+	ReasonBadInput         = policy.BadInput         // the run's input does not decode
+)
