@@ -134,8 +134,7 @@ func (e *Env) wait(runID uuid.UUID) store.Run {
 		if err != nil {
 			e.t.Fatalf("tenuretest: read run %s: %v", runID, err)
 		}
-		switch r.Status {
-		case "completed", "failed", "cancelled":
+		if r.Status.Terminal() {
 			return r
 		}
 		if time.Now().After(deadline) {
