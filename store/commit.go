@@ -99,7 +99,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 	out := make([]WriteResult, len(writes))
 	for i := range writes {
 		w := &writes[i]
-		id := w.Lease.RunID
+		id := w.Lease
 		ok := true
 		for k := range kinds {
 			if c.has[k][i] && !fenced[k].has(id) {
@@ -312,7 +312,7 @@ const sqlStepDone = `
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.output, finished_at = now()
 		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
-	SELECT run_id, 0::float8 FROM f`
+	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Attempts that ended without success, with the delay chosen before the next.
 const sqlEndAttempt = `
@@ -326,7 +326,7 @@ const sqlEndAttempt = `
 		    error_type = nullif(f.error_type, ''), error_stack = nullif(f.error_stack, ''),
 		    delay_ms = f.delay_ms, delay_source = nullif(f.delay_source, '')
 		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running')
-	SELECT run_id, 0::float8 FROM f`
+	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Steps that gave up: the error is returned to the workflow again on replay,
 // decoded from error_value when the workflow registered its type.
@@ -339,7 +339,7 @@ const sqlFailStep = `
 		SET status = 'failed', reason = f.reason, error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), error_value = nullif(f.error_value, '')::jsonb, finished_at = now()
 		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
-	SELECT run_id, 0::float8 FROM f`
+	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Attempt rows, committed before their activities are invoked: an attempt
 // still running under an old epoch is how a crash is told from an error. A
@@ -367,7 +367,7 @@ const sqlStartAttempt = `
 		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, '')
 		FROM f
 		ON CONFLICT (run_id, step, attempt) DO NOTHING)
-	SELECT run_id, extract(epoch FROM now() - first_started_at)::float8 * 1000 FROM st`
+	SELECT st.run_id, f.epoch, extract(epoch FROM now() - st.first_started_at)::float8 * 1000 FROM st JOIN f USING (run_id)`
 
 // The fence of the statements that end runs: each run looked up by its
 // primary key and locked for the UPDATE that follows, which then finds it by
@@ -400,9 +400,9 @@ var sqlCompleteRun = `
 		SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL
 		FROM f WHERE r.id = f.run_id AND f.was = 'running'
-		RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 * 1000 AS ms)
-	SELECT id, ms FROM u
-	UNION ALL SELECT run_id, 0 FROM f WHERE was <> 'running'`
+		RETURNING r.id, r.epoch, extract(epoch FROM now() - r.created_at)::float8 * 1000 AS ms)
+	SELECT id, epoch, ms FROM u
+	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
 
 // Failed runs and their failure rows, in one statement: a failed run always
 // has exactly one open failure row. Returns each run's age (0 for a repeat).
@@ -416,15 +416,15 @@ var sqlFailRun = `
 		SET status = 'failed', error_message = f.error_message, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL
 		FROM f WHERE r.id = f.run_id AND f.was = 'running'
-		RETURNING r.id, r.workflow, r.created_at),
+		RETURNING r.id, r.epoch, r.workflow, r.created_at),
 	fr AS (
 		INSERT INTO {schema}.failures
 			(run_id, workflow, reason, step, activity, attempts, errors, rescues, error_message, error_type, error_stack)
 		SELECT r.id, r.workflow, f.reason, f.step, f.activity, f.attempts, f.errors, f.rescues,
 		       f.error_message, f.error_type, nullif(f.error_stack, '')
 		FROM r JOIN f ON f.run_id = r.id)
-	SELECT id, extract(epoch FROM now() - created_at)::float8 * 1000 FROM r
-	UNION ALL SELECT run_id, 0 FROM f WHERE was <> 'running'`
+	SELECT id, epoch, extract(epoch FROM now() - created_at)::float8 * 1000 FROM r
+	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
 
 // Runs handed back to the queue (durable suspension, or hand-off at
 // shutdown).
@@ -436,9 +436,9 @@ var sqlRelease = `
 		SET status = 'queued', run_after = now() + f.delay_ms * interval '1 millisecond',
 		    claimant = NULL, lease_expires_at = NULL, updated_at = now()
 		FROM f WHERE r.id = f.run_id AND f.was = 'running'
-		RETURNING r.id)
-	SELECT id, 0::float8 FROM u
-	UNION ALL SELECT run_id, 0 FROM f WHERE was <> 'running'`
+		RETURNING r.id, r.epoch)
+	SELECT id, epoch, 0::float8 FROM u
+	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
 
 // The runs a batch ended, 200 IDs a notice (PostgreSQL's payload limit is
 // 8000 bytes). finished_at is the transaction's time only for runs ended by
@@ -487,10 +487,13 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	}
 }
 
-// fencedSet is the runs a statement found still held, with a figure each.
-type fencedSet struct{ ms map[uuid.UUID]time.Duration }
+// fencedSet is the leases a statement found still held, with a figure each.
+// It is keyed by run and epoch, not by run alone: one batch may carry writes
+// of two executions of one run, the one that lost its lease and the one that
+// took it over, and only the latter's are fenced through.
+type fencedSet struct{ ms map[Lease]time.Duration }
 
-func (f fencedSet) has(id uuid.UUID) bool { _, ok := f.ms[id]; return ok }
+func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
 
 func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 	var out [kinds]fencedSet
@@ -499,11 +502,12 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 		if err != nil {
 			return out, err
 		}
-		set := fencedSet{ms: map[uuid.UUID]time.Duration{}}
+		set := fencedSet{ms: map[Lease]time.Duration{}}
 		var id [16]byte
+		var epoch int64
 		var ms float64
-		_, err = pgx.ForEachRow(rows, []any{&id, &ms}, func() error {
-			set.ms[uuid.UUID(id)] = time.Duration(ms * float64(time.Millisecond))
+		_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &ms}, func() error {
+			set.ms[Lease{RunID: uuid.UUID(id), Epoch: epoch}] = time.Duration(ms * float64(time.Millisecond))
 			return nil
 		})
 		if err != nil {

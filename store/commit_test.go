@@ -233,3 +233,40 @@ func TestCommit_AWriteRepeatedAfterItCommittedIsASuccessAndWritesNothingTwice(t 
 		t.Fatalf("completion under an old epoch: %v %+v, want ErrLeaseLost", err, res)
 	}
 }
+
+// One batch may carry writes of two executions of one run: the one whose
+// lease was taken over and the one that took it. Only the holder's are
+// fenced through; the other's are refused, even for the very same attempt.
+func TestCommit_TwoEpochsOfOneRunInOneBatchAreToldApart(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	old := claimN(t, st, 1)[0]
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), old.RunID); err != nil {
+		t.Fatal(err)
+	}
+	cur := store.Lease{RunID: old.RunID, Epoch: old.Epoch + 1}
+	pol, _ := json.Marshal(policy.Default())
+	start := func(l store.Lease) store.Write {
+		return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w"}}
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{start(old), start(cur)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, store.ErrLeaseLost) || res[1].Err != nil {
+		t.Fatalf("attempt starts %+v: want the old epoch's refused, the holder's recorded", res)
+	}
+	res, err = st.Commit(t.Context(), st.Pool(), []store.Write{
+		{Lease: cur, StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)}, CompleteRun: &store.RunOutput{Output: []byte(`1`)}},
+		{Lease: old, FailRun: &store.Failure{Reason: "workflow_error", ErrorMessage: "stale"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || !errors.Is(res[1].Err, store.ErrLeaseLost) {
+		t.Fatalf("run ends %+v: want the holder's completion, the old epoch's failure refused", res)
+	}
+	if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.failures`); n != 0 {
+		t.Fatalf("%d failure rows from a stale epoch", n)
+	}
+}
