@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
@@ -119,22 +117,24 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 // the step gave up, or errRetry after sleeping the delay before the next one.
 func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	e := s.e
-	var tx pgx.Tx
+	var stx *stepTx
 	if s.act.Transactional() {
-		// The step's transaction is begun before the attempt is recorded: a
+		// The step's connection is taken before the attempt is recorded: a
 		// database that cannot give us one is no attempt at all, so nothing
-		// is charged to any budget; the run is handed back for later.
-		var err error
-		if tx, err = e.w.store.Pool().Begin(ctx); err != nil {
+		// is charged to any budget; the run is handed back for later. Its
+		// transaction begins once the attempt is recorded (see stepTx).
+		conn, err := e.w.store.Pool().Acquire(ctx)
+		if err != nil {
 			if context.Cause(e.ctx) != nil {
-				e.abandon("begin the step's transaction", err)
+				e.abandon("take the step's connection", err)
 				exit()
 			}
-			e.log.Warn("tenure: cannot begin a transactional step's transaction; handing the run back", "step", s.n, "error", err)
+			e.log.Warn("tenure: cannot take a connection for a transactional step; handing the run back", "step", s.n, "error", err)
 			e.releaseAfter(e.w.cfg.PollInterval, "database unavailable before the call")
 			exit()
 		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
+		stx = &stepTx{conn: conn}
+		defer stx.end(context.WithoutCancel(ctx))
 	}
 	s.attempt++
 	info := Attempt{
@@ -178,7 +178,15 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: AttemptFailed, ErrorMessage: msg})
 	}
 
-	out, stack, callErr := s.invoke(actx, tx, rescue, timeout)
+	if stx != nil {
+		if err := stx.begin(ctx, e.w.store.Pool(), e.w.cfg.LeaseTTL); err != nil {
+			// Recorded and never invoked, like a checkpoint that could not
+			// be written: the attempt is lost, and rescued.
+			e.abandon("begin the step's transaction", err)
+			exit()
+		}
+	}
+	out, stack, callErr := s.invoke(actx, stx, rescue, timeout)
 	ran := time.Since(began)
 
 	if callErr == nil {
@@ -248,7 +256,7 @@ var errRetry = errors.New("retry")
 // invoke calls the activity once under the attempt's context and timeout (0: none),
 // inside a transaction for a transactional activity, turning a panic into an
 // error with its stack.
-func (s *stepRun) invoke(ctx context.Context, tx pgx.Tx, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
+func (s *stepRun) invoke(ctx context.Context, stx *stepTx, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
 	e := s.e
 	actx := activities.WithInfo(ctx, activities.Info{
 		RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: s.act.Name(), Step: s.n,
@@ -269,18 +277,19 @@ func (s *stepRun) invoke(ctx context.Context, tx pgx.Tx, rescue bool, timeout ti
 		out, err = s.act.Invoke(actx, nil, s.input)
 		return out, nil, err
 	}
-	out, err = s.invokeTx(actx, tx)
+	out, err = s.invokeTx(actx, stx)
 	return out, nil, err
 }
 
 // invokeTx runs a transactional activity: its writes and the step's
 // checkpoint commit in one transaction, which the fenced checkpoint rolls
 // back when the lease was lost.
-func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
+func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 	e := s.e
+	tx := stx.tx
 	// Rolled back before a retry's delay, not at the end of the attempt: a
 	// failed attempt's transaction must not hold its connection meanwhile.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(actx)) }() // no-op after commit
+	defer stx.end(context.WithoutCancel(actx)) // no rollback after commit
 	out, err := s.act.Invoke(actx, tx, s.input)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,66 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// stepTx is the pooled connection and the transaction of one attempt of a
+// transactional step.
+//
+// The connection is taken before the attempt is recorded, the transaction
+// begun only after: behind a connection pooler in transaction mode an open
+// transaction holds one of the pooler's few server connections, and steps
+// holding them all while they wait for their attempts' commit (which needs
+// one more) would wait for each other forever. An idle pooled connection
+// holds no server connection.
+type stepTx struct {
+	conn *pgxpool.Conn // nil once returned to the pool
+	tx   pgx.Tx        // nil until begun
+}
+
+// begin begins the transaction. The attempt is already recorded, so a BEGIN
+// that fails (typically on a pooled connection the database dropped) is
+// tried again on other connections for up to limit, before the caller
+// gives the attempt up as lost.
+func (t *stepTx) begin(ctx context.Context, pool *pgxpool.Pool, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var err error
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		if t.conn == nil {
+			t.conn, err = pool.Acquire(ctx)
+		}
+		if t.conn != nil {
+			if t.tx, err = t.conn.Begin(ctx); err == nil {
+				return nil
+			}
+			t.conn.Release() // a closed connection is destroyed, not pooled
+			t.conn = nil
+		}
+		if ctx.Err() != nil || time.Until(deadline) < delay {
+			return err
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// end rolls the transaction back (a no-op after its commit) and returns the
+// connection to the pool. It may be called more than once.
+func (t *stepTx) end(ctx context.Context) {
+	if t.tx != nil {
+		_ = t.tx.Rollback(ctx)
+		t.tx = nil
+	}
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
+}
