@@ -45,30 +45,38 @@ const pgbouncerFix = "to fix: install pgbouncer (Debian/Ubuntu: apt-get install 
 // fails the test with a message saying how to fix it; it never skips.
 func Pgbouncer(t testing.TB, upstream, mode string) string {
 	t.Helper()
-	switch mode {
-	case "transaction", "session", "statement":
-	default:
-		t.Fatalf("pgtest: pgbouncer pool_mode %q: want transaction, session or statement", mode)
-	}
-	bin, err := findPgbouncer()
+	url, stop, err := StartPgbouncer(upstream, mode)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	t.Cleanup(stop)
+	return url
+}
+
+// StartPgbouncer is Pgbouncer for code without a testing.TB, such as
+// Example functions: it returns the URL through the pgbouncer and a function
+// that stops it, or an error saying how to fix the machine.
+func StartPgbouncer(upstream, mode string) (url string, stop func(), err error) {
+	switch mode {
+	case "transaction", "session", "statement":
+	default:
+		return "", nil, fmt.Errorf("pgbouncer pool_mode %q: want transaction, session or statement", mode)
+	}
+	bin, err := findPgbouncer()
+	if err != nil {
+		return "", nil, err
+	}
 	up, err := pgconn.ParseConfig(upstream)
 	if err != nil {
-		t.Fatalf("pgtest: pgbouncer upstream: %v", err)
+		return "", nil, fmt.Errorf("pgbouncer upstream: %w", err)
 	}
-	var lastErr error
 	for range 3 { // the free port may be taken before pgbouncer binds it
-		b, err := startPgbouncer(bin, up, mode)
-		if err == nil {
-			t.Cleanup(b.stop)
-			return b.url
+		var b *pgbouncer
+		if b, err = startPgbouncer(bin, up, mode); err == nil {
+			return b.url, b.stop, nil
 		}
-		lastErr = err
 	}
-	t.Fatalf("pgtest: start pgbouncer: %v", lastErr)
-	return ""
+	return "", nil, fmt.Errorf("start pgbouncer: %w", err)
 }
 
 // findPgbouncer returns the path of the pgbouncer program. Debian installs
