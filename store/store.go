@@ -38,7 +38,7 @@ var ErrLeaseLost = errors.New("lease lost")
 // client's is already there (42P05). The fix is in the database URL:
 // default_query_exec_mode=cache_describe or exec (see docs/operations.md,
 // "Connection poolers").
-var ErrTransactionPooler = errors.New("tenure: prepared statements do not survive a transaction pooler " +
+var ErrTransactionPooler = errors.New("prepared statements do not survive a transaction pooler " +
 	"(pgbouncer pool_mode=transaction or the like): add default_query_exec_mode=cache_describe " +
 	"(or exec) to the database URL (docs/operations.md, Connection poolers)")
 
