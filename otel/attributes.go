@@ -25,6 +25,8 @@ const (
 	KeyReason       = attribute.Key("tenure.failure.reason")
 	KeyRecordedSpan = attribute.Key("tenure.attempt.recorded_span_id")
 	KeyRunCreated   = attribute.Key("tenure.run.created")
-	KeyErrorType    = attribute.Key("error.type") // the OpenTelemetry standard key
+	KeyDBPath       = attribute.Key("tenure.database.path")    // claim runs, renew leases, write runs
+	KeyDBState      = attribute.Key("db.response.status_code") // SQLSTATE; absent when no server answered
+	KeyErrorType    = attribute.Key("error.type")              // the OpenTelemetry standard key
 	instrumentation = "github.com/tenurehq/tenure/otel"
 )

@@ -19,12 +19,13 @@ const (
 	MetricAttemptDuration = "tenure.attempt.duration"
 	MetricQueueLag        = "tenure.run.queue_lag"
 	MetricRunDuration     = "tenure.run.duration"
+	MetricDatabaseErrors  = "tenure.database.errors"
 )
 
 type instruments struct {
-	attempts, retries, rescues, leasesLost, failures, runsStarted, runsCompleted metric.Int64Counter
-	inFlight                                                                     metric.Int64UpDownCounter
-	attemptDuration, queueLag, runDuration                                       metric.Float64Histogram
+	attempts, retries, rescues, leasesLost, failures, runsStarted, runsCompleted, dbErrors metric.Int64Counter
+	inFlight                                                                               metric.Int64UpDownCounter
+	attemptDuration, queueLag, runDuration                                                 metric.Float64Histogram
 }
 
 func newInstruments(m metric.Meter) (instruments, error) {
@@ -47,6 +48,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.failures = counter(MetricFailures, "{run}", "Runs that failed, by reason.")
 	i.runsStarted = counter(MetricRunsStarted, "{run}", "Runs started (a Start that found an existing key is not counted).")
 	i.runsCompleted = counter(MetricRunsCompleted, "{run}", "Runs completed.")
+	i.dbErrors = counter(MetricDatabaseErrors, "{error}", "Database errors of a worker's claims, lease renewals and runs' writes, each retried.")
 	var err error
 	i.inFlight, err = m.Int64UpDownCounter(MetricRunsInFlight, metric.WithUnit("{run}"),
 		metric.WithDescription("Runs whose lease a worker holds now."))

@@ -2,10 +2,12 @@ package otel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -47,8 +49,9 @@ type Instrumentation struct {
 }
 
 var (
-	_ runtime.Observer  = (*Instrumentation)(nil)
-	_ sdk.StartObserver = (*Instrumentation)(nil)
+	_ runtime.Observer         = (*Instrumentation)(nil)
+	_ runtime.DatabaseObserver = (*Instrumentation)(nil)
+	_ sdk.StartObserver        = (*Instrumentation)(nil)
 )
 
 // New returns an Instrumentation on the global providers, or those the
@@ -205,6 +208,18 @@ func (i *Instrumentation) AttemptLost(ctx context.Context, a runtime.Attempt, st
 func (i *Instrumentation) LeaseLost(ctx context.Context, s runtime.Segment) {
 	trace.SpanFromContext(ctx).AddEvent("tenure.lease.lost", trace.WithAttributes(KeyEpoch.Int64(s.Epoch)))
 	i.m.leasesLost.Add(ctx, 1, metric.WithAttributes(KeyWorkflow.String(s.Workflow)))
+}
+
+// DatabaseError counts a database error of a worker (runtime.DatabaseObserver):
+// by path and SQLSTATE, so that an alert can tell an outage (no SQLSTATE)
+// from a refusal (42501 permission denied, 53100 disk full).
+func (i *Instrumentation) DatabaseError(path string, err error) {
+	attrs := []attribute.KeyValue{KeyDBPath.String(path)}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		attrs = append(attrs, KeyDBState.String(pgErr.Code))
+	}
+	i.m.dbErrors.Add(context.Background(), 1, metric.WithAttributes(attrs...))
 }
 
 func attemptAttributes(a runtime.Attempt) []attribute.KeyValue {

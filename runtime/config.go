@@ -27,6 +27,14 @@ type Config struct {
 	// HeartbeatInterval is how often the worker renews all its leases, in one
 	// statement. Default LeaseTTL/3; must be below LeaseTTL.
 	HeartbeatInterval time.Duration
+	// StatementTimeout bounds every statement and batch the worker sends
+	// (claims, checkpoints, renewals, reads) and every connection it opens:
+	// one that takes longer is cancelled and its connection closed, so a
+	// black-holed network cannot hold a run, the heartbeat or Shutdown. A
+	// write that times out is retried while the run's lease can still be
+	// held. Default HeartbeatInterval, but at least 1s (or LeaseTTL/2 when
+	// that is shorter, for tiny test leases); must be below LeaseTTL.
+	StatementTimeout time.Duration
 	// PollInterval is how often an idle worker looks for due runs when no
 	// notification arrives (expired leases and delayed runs are only found by
 	// polling). Default 1s.
@@ -79,6 +87,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.LeaseTTL / 3
 	}
+	if c.StatementTimeout == 0 {
+		c.StatementTimeout = max(c.HeartbeatInterval, min(time.Second, c.LeaseTTL/2))
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
 	}
@@ -110,6 +121,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("runtime: LeaseTTL %s is below 100ms", c.LeaseTTL)
 	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.LeaseTTL:
 		return c, fmt.Errorf("runtime: HeartbeatInterval %s must be positive and below LeaseTTL %s", c.HeartbeatInterval, c.LeaseTTL)
+	case c.StatementTimeout <= 0 || c.StatementTimeout >= c.LeaseTTL:
+		return c, fmt.Errorf("runtime: StatementTimeout %s must be positive and below LeaseTTL %s", c.StatementTimeout, c.LeaseTTL)
 	case c.PollInterval < 0 || c.MaxInProcessSleep < 0 || c.MaxPayload < 0:
 		return c, fmt.Errorf("runtime: negative PollInterval, MaxInProcessSleep or MaxPayload")
 	case c.PollOnly && c.ListenConfig != nil:

@@ -83,3 +83,27 @@ func ExampleWorker_Start() {
 	// hello, Grace <nil>
 	// <nil>
 }
+
+// Health answers a readiness probe: nil while the worker runs and reaches
+// the database, else the failing path and its real database error. A worker
+// that cannot write keeps its runs and retries; it needs its database fixed,
+// not a restart. StatementTimeout bounds every statement it sends.
+func ExampleWorker_Health() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+
+	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, StatementTimeout: 5 * time.Second})
+	_ = w.Register(Welcome)
+	fmt.Println(errors.Is(w.Health(), runtime.ErrNotRunning))
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	ready := func() error { return w.Health() } // e.g. behind GET /readyz
+	fmt.Println(ready())
+	fmt.Println(w.Shutdown(ctx), errors.Is(w.Health(), runtime.ErrNotRunning))
+	// Output:
+	// true
+	// <nil>
+	// <nil> true
+}

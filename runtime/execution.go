@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -74,6 +75,19 @@ func (e *execution) renewedAt() time.Time {
 	return e.lastRenew
 }
 
+// leaseLeft is how long the lease can still be ours, by the worker's own
+// clock: LeaseTTL since the last renewal was sent (the database set the
+// expiry a little later, by its own clock), less a margin for the two
+// clocks' drift and for the time it takes to stop the run, so that its
+// activity is cancelled before another worker can claim it.
+func (e *execution) leaseLeft() time.Duration {
+	ttl := e.w.cfg.LeaseTTL
+	return ttl - min(ttl/10, leaseMargin) - time.Since(e.renewedAt())
+}
+
+// leaseMargin is the most that leaseLeft keeps in hand.
+const leaseMargin = 500 * time.Millisecond
+
 func (e *execution) renewed(at time.Time) {
 	e.mu.Lock()
 	e.lastRenew = at
@@ -119,8 +133,11 @@ func (e *execution) run() {
 	if !e.claim.Fresh {
 		// Attempts left running by an earlier lease (a crash, or a hand-off
 		// whose attempt could not be closed) are lost: their outcome is unknown.
-		var err error
-		lost, err = e.w.store.MarkLost(e.writeCtx(), e.lease)
+		err := e.retry(e.w.writes, func(ctx context.Context) error {
+			var err error
+			lost, err = e.w.store.MarkLost(ctx, e.lease)
+			return err
+		})
 		if err != nil {
 			e.abandon("mark lost attempts", err)
 			return
@@ -139,19 +156,22 @@ func (e *execution) run() {
 	if e.claim.Reclaimed && len(lost) == 0 && e.claim.Reclaims > wf.MaxRescues() {
 		e.failRun(store.Failure{
 			Reason:       sdk.ReasonRescuesExhausted,
-			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started: the workflow or its worker crashes outside activities (budget %d)", e.claim.Reclaims, wf.MaxRescues()),
+			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started (budget %d): the workflow or its worker crashes outside activities, or its workers lost the database for longer than the lease each time (see the workers' Health and logs)", e.claim.Reclaims, wf.MaxRescues()),
 			ErrorType:    "tenure.Backstop",
 		})
 		return
 	}
 	e.steps = map[int]store.Step{}
 	if !e.claim.Fresh { // a run claimed for the first time has no steps: save the round trip
-		steps, err := e.w.store.Steps(ctx, e.claim.ID)
+		err := e.retry(e.w.writes, func(ctx context.Context) error {
+			var err error
+			e.steps, err = e.w.store.Steps(ctx, e.claim.ID)
+			return err
+		})
 		if err != nil {
 			e.abandon("load steps", err)
 			return
 		}
-		e.steps = steps
 	}
 	for n, s := range e.steps {
 		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
@@ -264,7 +284,10 @@ func (e *execution) abandon(what string, err error) {
 		e.lose(what + " rejected by fencing")
 		return
 	}
-	if context.Cause(e.ctx) == errShutdown {
+	if context.Cause(e.ctx) == errShutdown && !e.ending.Load() {
+		// Not when the write that failed was the run's last (the release
+		// itself, say): it was retried for as long as the lease could be
+		// ours, so another would fail the same way.
 		e.release("interrupted while " + what)
 		return
 	}
@@ -297,15 +320,87 @@ func (e *execution) write(w store.Write) (store.WriteResult, error) {
 		w.StepDone = e.deferred
 	}
 	e.deferred, e.deferredEnded = nil, nil
-	res, err := e.w.committer.Write(e.writeCtx(), w)
-	if err == nil {
-		err = res.Err
-	}
+	res, err := e.commit(w)
 	if ended != nil {
 		ended(err == nil)
 	}
 	return res, err
 }
+
+// commit sends w through the committer until it is answered: committed, or
+// refused by its fence (store.ErrLeaseLost). A database error, whether the
+// write was refused (a permission, a full disk) or its outcome is unknown (a
+// connection lost during COMMIT), is retried (see retry), the write held in
+// memory: every write is idempotent (store.Commit), so a repeat of one that
+// did commit is answered as a success.
+func (e *execution) commit(w store.Write) (res store.WriteResult, err error) {
+	err = e.retry(e.w.writes, func(ctx context.Context) error {
+		var err error
+		res, err = e.w.committer.Write(ctx, w)
+		return err
+	})
+	if err == nil {
+		err = res.Err
+	}
+	return res, err
+}
+
+// retry calls f until it succeeds or the lease can no longer be ours. A
+// database error is retried with backoff, each try bounded by
+// StatementTimeout (twice that: a write may wait for the flush in progress),
+// for as long as the lease can still be held by the
+// worker's own clock. Nothing of this is charged to the run's budgets; the
+// worker's Health reports it meanwhile (path). The heartbeat keeps the lease
+// while it can, so an outage shorter than the lease's TTL costs the run
+// nothing but time. f must be idempotent.
+func (e *execution) retry(path *trouble, f func(ctx context.Context) error) error {
+	bo := newBackoff(writeRetryMin, writeRetryMax)
+	waiting := false
+	defer func() {
+		if waiting {
+			e.w.waiting.Add(-1)
+		}
+	}()
+	for {
+		// A write may wait for the flush before its own: two statement
+		// timeouts.
+		ctx, cancel := context.WithTimeout(e.writeCtx(), 2*e.w.cfg.StatementTimeout)
+		err := f(ctx)
+		cancel()
+		if err == nil {
+			path.ok()
+			return nil
+		}
+		if errors.Is(err, committer.ErrStopped) {
+			return err
+		}
+		if !waiting {
+			waiting = true
+			e.w.waiting.Add(1)
+		}
+		path.failed(err, "runs_waiting", e.w.waiting.Load())
+		left := e.leaseLeft()
+		if context.Cause(e.ctx) == errLeaseLost || left <= 0 {
+			return fmt.Errorf("%w (retried while the lease could be held)", err)
+		}
+		// Woken early when the lease is found lost: a write past it is
+		// pointless.
+		lost := make(chan struct{})
+		stop := context.AfterFunc(e.ctx, func() {
+			if context.Cause(e.ctx) == errLeaseLost {
+				close(lost)
+			}
+		})
+		sleep(context.Background(), min(bo.delay(), left), lost)
+		stop()
+	}
+}
+
+// How long a run waits between tries of a write that failed.
+const (
+	writeRetryMin = 50 * time.Millisecond
+	writeRetryMax = 2 * time.Second
+)
 
 // dropDeferred reports a deferred checkpoint that no write carried (the run
 // was abandoned first) as unrecorded.

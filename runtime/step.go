@@ -123,7 +123,9 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		// database that cannot give us one is no attempt at all, so nothing
 		// is charged to any budget; the run is handed back for later. Its
 		// transaction begins once the attempt is recorded (see stepTx).
-		conn, err := e.w.store.Pool().Acquire(ctx)
+		cctx, cancel := context.WithTimeout(ctx, e.w.cfg.StatementTimeout)
+		conn, err := e.w.store.Pool().Acquire(cctx)
+		cancel()
 		if err != nil {
 			if context.Cause(e.ctx) != nil {
 				e.abandon("take the step's connection", err)
@@ -179,7 +181,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	}
 
 	if stx != nil {
-		if err := stx.begin(ctx, e.w.store.Pool(), e.w.cfg.LeaseTTL); err != nil {
+		if err := stx.begin(ctx, e.w.store.Pool(), e.w.cfg.LeaseTTL, e.w.cfg.StatementTimeout); err != nil {
 			// Recorded and never invoked, like a checkpoint that could not
 			// be written: the attempt is lost, and rescued.
 			e.abandon("begin the step's transaction", err)
@@ -207,6 +209,18 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
+	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil {
+		// The step's transaction lost its connection (a database restart,
+		// a network cut): its writes rolled back with it, and the error is
+		// the database's, not the activity's. Like a transaction that could
+		// not begin, that is charged to no budget: the attempt is recorded
+		// interrupted and the run handed back for later.
+		s.end(store.AttemptEnd{Status: AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = AttemptInterrupted
+		e.log.Warn("tenure: a transactional step's transaction lost its connection; handing the run back", "step", s.n, "error", callErr)
+		e.releaseAfter(e.w.cfg.PollInterval, "database connection lost during a transactional step")
+		exit()
+	}
 	switch context.Cause(e.ctx) {
 	case errLeaseLost:
 		e.lose("attempt ended after the lease was lost")
@@ -297,7 +311,9 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 	if len(out) > e.w.cfg.MaxPayload {
 		return out, nil // the caller turns this into a permanent error; rollback by defer
 	}
-	res, err := e.w.store.Commit(actx, tx, []store.Write{{Lease: e.lease, StepDone: &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}}})
+	cctx, cancel := context.WithTimeout(actx, e.w.cfg.StatementTimeout)
+	defer cancel()
+	res, err := e.w.store.Commit(cctx, tx, []store.Write{{Lease: e.lease, StepDone: &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}}})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint in step transaction: %w", err)
 	}
@@ -305,8 +321,27 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 		e.lose("transactional step refused by fencing")
 		exit()
 	}
-	if err := tx.Commit(actx); err != nil {
-		return nil, fmt.Errorf("commit step transaction: %w", err)
+	if err := tx.Commit(cctx); err != nil {
+		if sqlState(err) != "" {
+			return nil, fmt.Errorf("commit step transaction: %w", err)
+		}
+		// The connection was lost during COMMIT: the activity's writes and
+		// the checkpoint committed together, or neither did. The step's
+		// record tells which; a retry of an attempt that did commit would
+		// apply its writes twice.
+		var steps map[int]store.Step
+		if rerr := e.retry(e.w.writes, func(ctx context.Context) error {
+			var err error
+			steps, err = e.w.store.Steps(ctx, e.claim.ID)
+			return err
+		}); rerr != nil {
+			e.abandon("learn whether a transactional step committed", rerr)
+			exit()
+		}
+		if st := steps[s.n]; st.Status != "completed" {
+			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
+		}
+		e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)
 	}
 	return out, nil
 }

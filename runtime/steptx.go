@@ -19,22 +19,30 @@ import (
 // holds no server connection.
 type stepTx struct {
 	conn *pgxpool.Conn // nil once returned to the pool
-	tx   pgx.Tx        // nil until begun
+	tx   pgx.Tx        // nil until begun, and once ended
+	// connLost is set by end when the transaction's connection was closed
+	// under it (a database restart, a network cut).
+	connLost bool
 }
 
-// begin begins the transaction. The attempt is already recorded, so a BEGIN
-// that fails (typically on a pooled connection the database dropped) is
-// tried again on other connections for up to limit, before the caller
-// gives the attempt up as lost.
-func (t *stepTx) begin(ctx context.Context, pool *pgxpool.Pool, limit time.Duration) error {
+// begin begins the transaction, each try within timeout. The attempt is
+// already recorded, so a BEGIN that fails (typically on a pooled connection
+// the database dropped) is tried again on other connections for up to
+// limit, before the caller gives the attempt up as lost.
+func (t *stepTx) begin(ctx context.Context, pool *pgxpool.Pool, limit, timeout time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var err error
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		tctx, cancel := context.WithTimeout(ctx, timeout)
 		if t.conn == nil {
-			t.conn, err = pool.Acquire(ctx)
+			t.conn, err = pool.Acquire(tctx)
 		}
 		if t.conn != nil {
-			if t.tx, err = t.conn.Begin(ctx); err == nil {
+			t.tx, err = t.conn.Begin(tctx)
+		}
+		cancel()
+		if t.conn != nil {
+			if err == nil {
 				return nil
 			}
 			t.conn.Release() // a closed connection is destroyed, not pooled
@@ -56,6 +64,7 @@ func (t *stepTx) begin(ctx context.Context, pool *pgxpool.Pool, limit time.Durat
 // connection to the pool. It may be called more than once.
 func (t *stepTx) end(ctx context.Context) {
 	if t.tx != nil {
+		t.connLost = t.tx.Conn().IsClosed()
 		_ = t.tx.Rollback(ctx)
 		t.tx = nil
 	}

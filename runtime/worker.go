@@ -43,7 +43,19 @@ type Stats struct {
 	// Writes the runs' writes they carried: Writes/Commits is how many runs
 	// shared each commit (see docs/benchmarks.md).
 	Commits, Writes int64
+	// DatabaseErrors counts the database errors of claims, lease renewals
+	// and runs' writes (each was retried; none is charged to a run's
+	// budgets). Health says whether they still fail.
+	DatabaseErrors int64
 }
+
+// ErrNotRunning is what Health returns for a worker that is not running:
+// not started yet, or stopped.
+var ErrNotRunning = errors.New("worker not running")
+
+// troubleLogEvery is how often a database error that keeps repeating on one
+// of the worker's paths is logged again.
+const troubleLogEvery = 30 * time.Second
 
 // Worker claims and executes runs of the workflows registered on it.
 // Create it with NewWorker, register workflows, then call Run.
@@ -67,6 +79,13 @@ type Worker struct {
 	runs      sync.WaitGroup
 
 	claimed, completed, failed, suspended, released, leasesLost, attempts atomic.Int64
+	dbErrors                                                              atomic.Int64
+
+	// The worker's paths to the database, each retried with backoff while
+	// it fails: Health reports them.
+	claims, renewals, writes *trouble
+	waiting                  atomic.Int64 // runs whose write is being retried
+	serving                  atomic.Bool  // between the start of Run and its return
 }
 
 // NewWorker returns a worker on pool. A configuration error is returned by
@@ -84,10 +103,46 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) *Worker {
 		w.store, w.err = store.New(pool, store.WithSchema(w.cfg.Schema))
 	}
 	w.committer = committer.New(committer.Config{
-		Store: w.store, Connect: w.connect, Logger: w.cfg.Logger,
-		Timeout: max(w.cfg.LeaseTTL, 5*time.Second),
+		Store: w.store, Connect: w.connect, Timeout: w.cfg.StatementTimeout,
 	})
+	observe := func(path string, err error) {
+		w.dbErrors.Add(1)
+		if o, ok := w.cfg.Observer.(DatabaseObserver); ok {
+			o.DatabaseError(path, err)
+		}
+	}
+	log := w.cfg.Logger.With("worker", w.cfg.Label)
+	w.claims = newTrouble("claim runs", troubleLogEvery, log, observe)
+	w.renewals = newTrouble("renew leases", troubleLogEvery, log, observe)
+	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
 	return w
+}
+
+// DatabaseObserver is an optional interface of an Observer (the otel
+// package implements it): it hears of every database error of a worker's
+// claims ("claim runs"), lease renewals ("renew leases") and runs' writes
+// ("write runs"), each of which the worker retries.
+type DatabaseObserver interface {
+	DatabaseError(path string, err error)
+}
+
+// Health reports whether the worker can do its work, for a readiness probe:
+// nil while it runs and its claims, lease renewals and runs' writes reach
+// the database; else ErrNotRunning, or an error naming each failing path,
+// since when, and its last database error (a permission denied, a full disk,
+// a lost connection). A failing path is retried with backoff, and a run
+// whose write fails keeps its lease and waits (nothing is charged to its
+// budgets), so a worker reporting trouble needs its database fixed, not a
+// restart.
+func (w *Worker) Health() error {
+	if !w.serving.Load() {
+		return ErrNotRunning
+	}
+	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state())
+	if err != nil {
+		return fmt.Errorf("tenure worker %s unhealthy (%d runs waiting to write): %w", w.cfg.Label, w.waiting.Load(), err)
+	}
+	return nil
 }
 
 // Label returns the worker's label.
@@ -121,6 +176,7 @@ func (w *Worker) Stats() Stats {
 		Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),
 		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(),
 		Attempts: w.attempts.Load(), Commits: w.committer.Commits(), Writes: w.committer.Writes(),
+		DatabaseErrors: w.dbErrors.Load(),
 	}
 }
 
@@ -179,8 +235,10 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	w.mu.Lock()
 	w.interrupt = interrupt
 	w.mu.Unlock()
+	w.serving.Store(true)
 	return func() {
 		defer close(w.done)
+		defer w.serving.Store(false)
 		defer interrupt(nil)
 		w.committer.Start()
 		defer w.committer.Stop() // after every run's last write
@@ -227,8 +285,17 @@ func (w *Worker) stop() {
 // Shutdown stops claiming, lets running attempts finish until ctx ends, then
 // interrupts the rest: their attempts are recorded interrupted (charged to no
 // budget) and their runs released for another worker. A run whose attempt
-// finishes during the drain is released before its next attempt. Shutdown
-// returns when Run has returned, with ctx's error if the drain was cut short.
+// finishes during the drain is released before its next attempt.
+//
+// Shutdown is bounded by ctx even when the database cannot be reached: when
+// ctx has a deadline, the interruption starts a hand-off time before it
+// (StatementTimeout, at most 2s, at most half the time left), so that the
+// runs are released by the deadline and Shutdown returns by then; when ctx
+// is cancelled instead, the hand-off gets that time after it. A run
+// not handed back by then keeps running in the background until its writes
+// give up, and is rescued from its last checkpoint once its lease expires;
+// Shutdown then returns an error saying how many. It returns nil when every
+// run finished or was handed back within the drain, else ctx's error.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	started := w.started
@@ -237,10 +304,19 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	w.stop()
+	handoff := min(w.cfg.StatementTimeout, 2*time.Second)
+	drain := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		// At most half of what is left goes to the hand-off.
+		lead := min(handoff, time.Until(deadline)/2)
+		var cancel context.CancelFunc
+		drain, cancel = context.WithDeadline(ctx, deadline.Add(-lead))
+		defer cancel()
+	}
 	select {
 	case <-w.done:
 		return nil
-	case <-ctx.Done():
+	case <-drain.Done():
 	}
 	w.mu.Lock()
 	interrupt := w.interrupt
@@ -248,8 +324,26 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	if interrupt != nil {
 		interrupt(errShutdown)
 	}
-	<-w.done
-	return ctx.Err()
+	// The hand-off: until ctx ends, or for handoff once it has.
+	hctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), handoff)
+		defer cancel()
+	}
+	cut := ctx.Err()
+	if cut == nil {
+		cut = context.DeadlineExceeded // interrupted a hand-off time before the deadline
+	}
+	select {
+	case <-w.done:
+		return cut
+	case <-hctx.Done():
+	}
+	w.mu.Lock()
+	n := len(w.running)
+	w.mu.Unlock()
+	return fmt.Errorf("%w: %d runs not handed back in time (the database is slow or unreachable); each is rescued once its lease expires", cut, n)
 }
 
 // signal wakes the claim loop without blocking.
@@ -260,12 +354,25 @@ func (w *Worker) signal() {
 	}
 }
 
-// claimLoop claims runs while there are free slots, until stopped.
+// claimLoop claims runs while there are free slots, until stopped. While
+// claims fail it backs off, deaf to wake-ups: every finished run and every
+// notice would otherwise retry at once.
 func (w *Worker) claimLoop(ctx, base context.Context, names []string) {
 	ticker := time.NewTicker(w.cfg.PollInterval)
 	defer ticker.Stop()
+	bo := newBackoff(max(w.cfg.PollInterval, 10*time.Millisecond), 30*time.Second)
 	for {
-		full := w.claimOnce(ctx, base, names)
+		full, err := w.claimOnce(ctx, base, names)
+		if err != nil {
+			if !sleep(ctx, bo.delay(), w.stopClaim) {
+				if ctx.Err() != nil {
+					w.stop()
+				}
+				return
+			}
+			continue
+		}
+		bo.reset()
 		if full {
 			continue // a full batch: more may be due
 		}
@@ -282,25 +389,32 @@ func (w *Worker) claimLoop(ctx, base context.Context, names []string) {
 }
 
 // claimOnce fills free slots; it reports whether it got as many runs as it
-// asked for.
-func (w *Worker) claimOnce(ctx, base context.Context, names []string) bool {
+// asked for, or the claim's error.
+func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool, _ error) {
 	if w.draining.Load() || ctx.Err() != nil {
-		return false
+		return false, nil
 	}
 	w.mu.Lock()
 	free := w.cfg.Concurrency - len(w.running)
 	w.mu.Unlock()
 	if free <= 0 {
-		return false
+		return false, nil
 	}
 	began := time.Now()
-	claimed, err := w.store.Claim(ctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+	claimed, err := w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
+	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
-			w.cfg.Logger.Error("tenure: claim runs", "worker", w.cfg.Label, "error", err)
+		if ctx.Err() != nil {
+			return false, nil
 		}
-		return false
+		// A claim whose outcome is unknown (the connection was lost during
+		// its commit) may have taken runs: their leases expire unrenewed and
+		// they are reclaimed, with no attempt lost.
+		w.claims.failed(err)
+		return false, err
 	}
+	w.claims.ok()
 	for _, c := range claimed {
 		w.claimed.Add(1)
 		e := w.newExecution(base, c, began)
@@ -319,7 +433,7 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) bool {
 			e.run()
 		})
 	}
-	return len(claimed) == free
+	return len(claimed) == free, nil
 }
 
 // listen wakes the claim loop when a run is announced. It reconnects while
@@ -342,6 +456,7 @@ func (w *Worker) listen(ctx context.Context) {
 		Listening: w.signal, // anything announced before LISTEN took effect
 		Notify:    func(string) { w.signal() },
 		Retry:     w.cfg.PollInterval,
+		Timeout:   w.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
 		Logger:    w.cfg.Logger,
 		What:      "run notifications",
 		Meanwhile: fmt.Sprintf("polling every %s", w.cfg.PollInterval),
@@ -353,91 +468,124 @@ func (w *Worker) listen(ctx context.Context) {
 
 // connect opens a connection of the worker's own, outside the pool, with the
 // pool's settings: the LISTEN and heartbeat connections never take a slot
-// that runs need, and runs holding every slot cannot starve them.
+// that runs need, and runs holding every slot cannot starve them. It gives up
+// after StatementTimeout.
 func (w *Worker) connect(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+	defer cancel()
 	return pgx.ConnectConfig(ctx, w.store.Pool().Config().ConnConfig.Copy())
 }
 
 // heartbeat renews every held lease in one statement per interval, and stops
 // the runs whose lease is gone, or whose lease it could not renew in time. It
 // uses a connection of its own: activities holding every pooled connection
-// (transactional ones do, for their whole call) must not starve it.
+// (transactional ones do, for their whole call) must not starve it. A
+// renewal that fails is tried again with backoff, sooner than the next beat;
+// each try gives up in time to stop, before its lease can expire, a run it
+// could not renew.
 func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
-	ticker := time.NewTicker(w.cfg.HeartbeatInterval)
-	defer ticker.Stop()
+	timer := time.NewTimer(w.cfg.HeartbeatInterval)
+	defer timer.Stop()
 	defer func() {
 		if conn != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	bo := newBackoff(min(100*time.Millisecond, w.cfg.HeartbeatInterval), w.cfg.HeartbeatInterval)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-timer.C:
 		}
-		w.mu.Lock()
-		held := make([]*execution, 0, len(w.running))
-		for _, e := range w.running {
-			held = append(held, e)
+		next := w.cfg.HeartbeatInterval
+		if err := w.beat(ctx, &conn); err != nil {
+			next = bo.delay()
+		} else {
+			bo.reset()
 		}
-		w.mu.Unlock()
-		if len(held) == 0 {
+		timer.Reset(next)
+	}
+}
+
+// beat renews every held lease once.
+func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
+	w.mu.Lock()
+	held := make([]*execution, 0, len(w.running))
+	for _, e := range w.running {
+		held = append(held, e)
+	}
+	w.mu.Unlock()
+	// The try ends before the first of these leases can expire, by our own
+	// clock, so that its run is stopped in time if the renewal fails. A
+	// lease already past its TTL can no longer be ours.
+	timeout := w.cfg.StatementTimeout
+	leases := make([]store.Lease, 0, len(held))
+	live := held[:0]
+	for _, e := range held {
+		left := e.leaseLeft()
+		if left <= 0 && !e.ending.Load() {
+			e.lose("lease not renewed within its TTL")
 			continue
 		}
-		leases := make([]store.Lease, len(held))
-		for i, e := range held {
-			leases[i] = e.lease
-		}
-		began := time.Now()
-		var renewed map[store.Lease]bool
-		var err error
-		if conn == nil {
-			dial, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
-			conn, err = w.connect(dial)
-			cancel()
-		}
-		if err == nil {
-			renewed, err = w.store.Renew(ctx, conn, leases, w.cfg.LeaseTTL)
-			if err != nil { // the connection may be broken: open a fresh one next time
-				_ = conn.Close(context.WithoutCancel(ctx))
-				conn = nil
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			w.cfg.Logger.Error("tenure: renew leases", "worker", w.cfg.Label, "error", err)
-			// Without a renewal the lease may expire: stop what can no
-			// longer be ours. Durations on our own clock, never compared
-			// with the database's.
-			for _, e := range held {
-				if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
-					e.lose("lease not renewed within its TTL")
-				}
-			}
-			continue
-		}
-		for _, e := range held {
-			done, ours := renewed[e.lease]
-			switch {
-			case done:
-				e.renewed(began)
-			case e.ending.Load():
-				// Our own last write may have ended the lease; its
-				// fenced result says whether the lease was lost.
-			case ours:
-				// Still ours, but its row was locked by a write in flight:
-				// the next beat renews it, unless the TTL ran out meanwhile.
-				if time.Since(e.renewedAt()) >= w.cfg.LeaseTTL {
-					e.lose("lease not renewed within its TTL")
-				}
-			default:
-				e.lose("heartbeat found the lease taken or the run cancelled")
-			}
+		live = append(live, e)
+		leases = append(leases, e.lease)
+		timeout = min(timeout, max(left, 10*time.Millisecond))
+	}
+	held = live
+	if len(held) == 0 {
+		return nil
+	}
+	began := time.Now()
+	var renewed map[store.Lease]bool
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	var err error
+	if *conn == nil {
+		*conn, err = w.connect(tctx)
+	}
+	if err == nil {
+		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL)
+		if err != nil { // the connection may be broken: open a fresh one next time
+			_ = (*conn).Close(context.WithoutCancel(ctx))
+			*conn = nil
 		}
 	}
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.renewals.failed(err, "leases", len(leases))
+		// Without a renewal the lease may expire: stop what can no
+		// longer be ours. Durations on our own clock, never compared
+		// with the database's.
+		for _, e := range held {
+			if e.leaseLeft() <= 0 {
+				e.lose("lease not renewed within its TTL")
+			}
+		}
+		return err
+	}
+	w.renewals.ok()
+	for _, e := range held {
+		done, ours := renewed[e.lease]
+		switch {
+		case done:
+			e.renewed(began)
+		case e.ending.Load():
+			// Our own last write may have ended the lease; its
+			// fenced result says whether the lease was lost.
+		case ours:
+			// Still ours, but its row was locked by a write in flight:
+			// the next beat renews it, unless the TTL ran out meanwhile.
+			if e.leaseLeft() <= 0 {
+				e.lose("lease not renewed within its TTL")
+			}
+		default:
+			e.lose("heartbeat found the lease taken or the run cancelled")
+		}
+	}
+	return nil
 }
 
 func (w *Worker) workflowFor(name string) sdk.Definition {

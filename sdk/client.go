@@ -27,21 +27,24 @@ type Client struct {
 	listen     *pgx.ConnConfig // the LISTEN connection's; nil: the pool's
 	pollOnly   bool
 	logger     *slog.Logger
-	notices    notices
-	starts     startBatch
+	// statementTimeout bounds each statement the client sends (see bounded).
+	statementTimeout time.Duration
+	notices          notices
+	starts           startBatch
 }
 
 // ClientOption configures a Client.
 type ClientOption func(*clientOptions)
 
 type clientOptions struct {
-	schema     string
-	maxPayload int
-	poll       time.Duration
-	observer   StartObserver
-	listen     *pgx.ConnConfig
-	pollOnly   bool
-	logger     *slog.Logger
+	schema           string
+	maxPayload       int
+	poll             time.Duration
+	observer         StartObserver
+	statementTimeout time.Duration
+	listen           *pgx.ConnConfig
+	pollOnly         bool
+	logger           *slog.Logger
 }
 
 // StartObserver is told of every run a client starts: the hook the otel
@@ -75,6 +78,19 @@ func WithMaxPayload(n int) ClientOption { return func(o *clientOptions) { o.maxP
 // (see Client.Close).
 func WithPollInterval(d time.Duration) ClientOption { return func(o *clientOptions) { o.poll = d } }
 
+// WithStatementTimeout sets the deadline of each statement the client sends
+// (default DefaultStatementTimeout), applied when the caller's context has no
+// earlier deadline: each try of the insert of Start and StartMany, each read
+// of Result (not its wait, which lasts as long as its context), Lookup,
+// Cancel, Requeue, History, Failures, and the schema check. A statement that
+// passes it fails with an error that names the timeout and matches
+// context.DeadlineExceeded; Start and StartMany then try again (see Start).
+// Statements on the caller's transaction (StartTx, StartManyTx) follow only
+// the caller's context: the transaction is the caller's. d must be positive.
+func WithStatementTimeout(d time.Duration) ClientOption {
+	return func(o *clientOptions) { o.statementTimeout = d }
+}
+
 // WithListenConfig has Result LISTEN on connections made from cfg (from
 // pgx.ParseConfig) instead of the pool's settings. A connection pooler in
 // transaction mode (pgbouncer pool_mode=transaction, most hosted poolers)
@@ -98,20 +114,23 @@ func WithPollOnly() ClientOption { return func(o *clientOptions) { o.pollOnly = 
 func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
 
 // NewClient returns a client on pool. A configuration error (an invalid
-// schema name) is returned by every call of the client.
+// schema name, a non-positive limit, interval or timeout) is returned by
+// every call of the client.
 func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
-	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second, logger: slog.Default()}
+	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second,
+		statementTimeout: DefaultStatementTimeout, logger: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
 	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle,
-		listen: o.listen, pollOnly: o.pollOnly, logger: o.logger}
+		statementTimeout: o.statementTimeout, listen: o.listen, pollOnly: o.pollOnly, logger: o.logger}
 	c.starts.lockWait = flushLockWait
 	switch {
 	case err != nil:
-	case o.maxPayload <= 0 || o.poll <= 0:
-		c.err = fmt.Errorf("sdk.NewClient: max payload (%d) and poll interval (%s) must be positive", o.maxPayload, o.poll)
+	case o.maxPayload <= 0 || o.poll <= 0 || o.statementTimeout <= 0:
+		c.err = fmt.Errorf("sdk.NewClient: max payload (%d), poll interval (%s) and statement timeout (%s) must be positive",
+			o.maxPayload, o.poll, o.statementTimeout)
 	case o.pollOnly && o.listen != nil:
 		c.err = errors.New("sdk.NewClient: WithPollOnly and WithListenConfig are exclusive: a poll-only client does not LISTEN")
 	case o.logger == nil:
@@ -130,7 +149,9 @@ func (c *Client) ready(ctx context.Context) error {
 	if c.err != nil {
 		return c.err
 	}
-	return c.store.Check(ctx)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	return timedOut(ctx, c.store.Check(ctx))
 }
 
 // Cancel ends a queued or running run as cancelled. A worker running it loses
@@ -140,7 +161,9 @@ func (c *Client) Cancel(ctx context.Context, runID uuid.UUID) error {
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
-	return c.store.CancelRun(ctx, runID)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	return timedOut(ctx, c.store.CancelRun(ctx, runID))
 }
 
 // Requeue puts a failed run back in the queue. The run keeps its ID and its
@@ -154,7 +177,9 @@ func (c *Client) Requeue(ctx context.Context, runID uuid.UUID) error {
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
-	return c.store.RequeueRun(ctx, runID)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	return timedOut(ctx, c.store.RequeueRun(ctx, runID))
 }
 
 // Attempt is one attempt of a step, as recorded in the history.
@@ -171,7 +196,10 @@ func (c *Client) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	return c.store.Attempts(ctx, runID)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	attempts, err := c.store.Attempts(ctx, runID)
+	return attempts, timedOut(ctx, err)
 }
 
 // Failures lists failure rows matching f, newest first; by default only the
@@ -180,5 +208,8 @@ func (c *Client) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, e
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	return c.store.Failures(ctx, f)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	rows, err := c.store.Failures(ctx, f)
+	return rows, timedOut(ctx, err)
 }

@@ -32,6 +32,14 @@ var ErrCancelled = errors.New("run cancelled")
 // ErrNotInWorkflow is returned by Execute called outside a workflow run.
 var ErrNotInWorkflow = errors.New("sdk.Execute called outside a workflow run")
 
+// ErrOutcomeUnknown means the client does not know whether the database
+// recorded a write: the connection failed, or a deadline passed, after the
+// statement may have reached the database, and no retry settled it (see
+// Start). Start's error then names the run's ID, which Lookup finds if the run
+// exists; with WithKey, calling Start again with the key is the safe way to
+// find out. Match with errors.Is.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the database may have recorded it")
+
 // ErrPayloadTooLarge is returned when an input or output exceeds the payload
 // limit (DefaultMaxPayload unless configured).
 var ErrPayloadTooLarge = errors.New("payload too large")

@@ -117,6 +117,30 @@ func ExampleStartTx() {
 	// after commit: true
 }
 
+// WithStatementTimeout bounds each statement a client sends. Here a Start
+// waits for a key that another transaction holds until its deadline passes,
+// try after try; since one of its inserts may yet be recorded, the error says
+// the outcome is unknown. Starting again with the key is how to find out.
+func ExampleWithStatementTimeout() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStatementTimeout(250*time.Millisecond))
+	defer client.Close()
+
+	tx, _ := pool.Begin(ctx)
+	_, _ = sdk.StartTx(ctx, client, tx, Fulfil, OrderIn{ID: "E-1"}, sdk.WithKey("order-E-1"))
+	_, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "E-1"}, sdk.WithKey("order-E-1"))
+	fmt.Println("deadline:", errors.Is(err, context.DeadlineExceeded), "unknown:", errors.Is(err, sdk.ErrOutcomeUnknown))
+	_ = tx.Commit(ctx)
+
+	run, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "E-1"}, sdk.WithKey("order-E-1"))
+	fmt.Println("found:", err == nil, "created:", run.Created)
+	// Output:
+	// deadline: true unknown: true
+	// found: true created: false
+}
+
 var Notify = activities.New("notify",
 	func(ctx context.Context, in OrderIn) (string, error) {
 		return "", errors.New("smtp: connection refused")

@@ -153,6 +153,7 @@ func (n *notices) listen(ctx context.Context, c *Client) {
 		Listening: n.wakeAll,
 		Notify:    n.wake,
 		Retry:     min(c.poll, time.Second), // a reconnection is cheap next to a long poll
+		Timeout:   c.statementTimeout,       // connecting and LISTEN; the wait for notices has none
 		Logger:    c.logger,
 		What:      "result notifications",
 		Meanwhile: fmt.Sprintf("Result polling every %s", c.poll),

@@ -28,7 +28,7 @@ func Lookup[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], 
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	r, err := c.store.GetRun(ctx, id)
+	r, err := c.getRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +69,14 @@ func terminal(status string) bool {
 	return status == "completed" || status == "failed" || status == "cancelled"
 }
 
+// getRun reads run id with the statement deadline.
+func (c *Client) getRun(ctx context.Context, id uuid.UUID) (store.Run, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	row, err := c.store.GetRun(ctx, id)
+	return row, timedOut(ctx, err)
+}
+
 // wait blocks until run id is terminal. It wakes on the run's completion
 // notice (see notices) and re-reads the run at the poll interval in case a
 // notice is missed.
@@ -79,7 +87,7 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 	done := c.notices.subscribe(c, id)
 	defer c.notices.unsubscribe(id, done, c.listenIdle)
 	for {
-		row, err := c.store.GetRun(ctx, id)
+		row, err := c.getRun(ctx, id)
 		if err != nil {
 			return store.Run{}, err
 		}

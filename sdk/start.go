@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,16 +46,28 @@ func WithDelay(d time.Duration) StartOption { return func(o *startOptions) { o.d
 // and are recorded together, with one statement, as soon as it returns. An
 // idle client adds no latency. One call's bad input never fails another's
 // run, and a call whose key is held by a transaction still open (a StartTx
-// of that key) waits for it without holding up the others. When ctx ends while the call waits, Start returns ctx's error; as
-// with any insert whose outcome is unknown, the run may still be created
-// (start with WithKey to find out safely).
+// of that key) waits for it without holding up the others.
+//
+// Start survives an ambiguous outcome: when the connection fails or the
+// statement deadline (WithStatementTimeout) passes while the insert is in
+// flight, it may have committed unseen, so Start sends the same insert again,
+// up to 4 tries over about a second of pauses, while ctx lasts. The run's ID
+// is made by the client and sent again, so the outcome is one run per call,
+// with or without a key, and a run the unseen try committed is returned with
+// Created true. An error from the database itself (the statement was
+// refused) is not retried. When no try settles the outcome, Start returns an
+// error wrapping ErrOutcomeUnknown that names the run's ID: the run may exist.
+// The same holds when ctx ends while the insert is in flight (the error then
+// also wraps ctx's error); when ctx ends before the run was sent, Start
+// returns ctx's error and nothing was recorded.
 func Start[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], in In, opts ...StartOption) (*Run[Out], error) {
 	return start(ctx, c, nil, wf, in, opts)
 }
 
 // StartTx records a new run of wf inside the caller's transaction tx: the run
 // exists if and only if tx commits, so a row you write and the workflow that
-// processes it cannot part ways.
+// processes it cannot part ways. The transaction is the caller's: StartTx
+// neither retries its statement nor gives it a deadline other than ctx's.
 func StartTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Workflow[In, Out], in In, opts ...StartOption) (*Run[Out], error) {
 	if tx == nil {
 		return nil, fmt.Errorf("sdk.StartTx: nil transaction")
@@ -85,9 +98,12 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	}
 	var ins store.Inserted
 	if db == nil {
-		ins, err = c.starts.insert(ctx, c.store, r)
+		ins, err = c.starts.insert(ctx, c, r)
 	} else {
 		ins.ID, ins.Workflow, ins.Created, err = c.store.InsertRun(ctx, db, r)
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return nil, fmt.Errorf("start %s: run %s: %w", wf.name, r.ID, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)

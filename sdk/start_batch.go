@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -17,10 +18,6 @@ import (
 // maxStartBatch bounds how many runs one flush records; the rest wait for
 // the next flush.
 const maxStartBatch = 1000
-
-// flushTimeout bounds one flush. It does not end with the flushing caller's
-// context: the other runs of the batch depend on it.
-const flushTimeout = 30 * time.Second
 
 // flushLockWait is how long a flush waits for a key held by another open
 // transaction before it gives up and lets each of its callers insert alone:
@@ -58,7 +55,7 @@ type startRequest struct {
 
 // insert records r, sharing the commit with concurrent calls, and returns
 // once it is committed or ctx ends.
-func (b *startBatch) insert(ctx context.Context, st *store.Store, r store.NewRun) (store.Inserted, error) {
+func (b *startBatch) insert(ctx context.Context, c *Client, r store.NewRun) (store.Inserted, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Inserted{}, err // the flush would not stop for it
 	}
@@ -78,33 +75,41 @@ func (b *startBatch) insert(ctx context.Context, st *store.Store, r store.NewRun
 			if req.done && !errors.Is(req.err, errAlone) {
 				return req.res, req.err
 			}
-			if i := slices.Index(b.pending, req); i >= 0 {
+			i := slices.Index(b.pending, req)
+			if i >= 0 {
 				b.pending = slices.Delete(b.pending, i, i+1)
 			}
 			if req.lead {
 				b.handOff()
 			}
-			return store.Inserted{}, ctx.Err()
+			if i < 0 && !req.done {
+				// A flush in progress carries the run: it may yet be
+				// recorded.
+				return store.Inserted{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+			}
+			return store.Inserted{}, ctx.Err() // never sent
 		}
 		b.mu.Lock()
 		done := req.done
 		lead = req.lead
 		b.mu.Unlock()
 		if done {
-			return alone(ctx, st, req)
+			return alone(ctx, c, req)
 		}
 	}
-	b.flush(ctx, st)
-	return alone(ctx, st, req)
+	b.flush(ctx, c)
+	return alone(ctx, c, req)
 }
 
 // alone returns a request's outcome, inserting its run on the caller's own
 // when the shared flush could not.
-func alone(ctx context.Context, st *store.Store, req *startRequest) (store.Inserted, error) {
+func alone(ctx context.Context, c *Client, req *startRequest) (store.Inserted, error) {
 	if !errors.Is(req.err, errAlone) {
 		return req.res, req.err
 	}
-	out, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{req.run})
+	out, err := c.insertRetrying(ctx, func(ctx context.Context) ([]store.Inserted, error) {
+		return c.store.InsertRuns(ctx, c.store.Pool(), []store.NewRun{req.run})
+	})
 	if err != nil {
 		return store.Inserted{}, err
 	}
@@ -112,8 +117,10 @@ func alone(ctx context.Context, st *store.Store, req *startRequest) (store.Inser
 }
 
 // flush records up to maxStartBatch pending runs (the caller's first), hands
-// each its outcome, and passes the lead on.
-func (b *startBatch) flush(ctx context.Context, st *store.Store) {
+// each its outcome, and passes the lead on. Its tries do not end with the
+// flushing caller's context, since the other runs of the batch depend on
+// them: each is bounded by the statement timeout instead.
+func (b *startBatch) flush(ctx context.Context, c *Client) {
 	b.mu.Lock()
 	n := min(len(b.pending), maxStartBatch)
 	batch := b.pending[:n:n]
@@ -122,9 +129,7 @@ func (b *startBatch) flush(ctx context.Context, st *store.Store) {
 	b.mu.Unlock()
 
 	b.flushes.Add(1)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
-	res, errs := record(fctx, st, batch, lockWait)
-	cancel()
+	res, errs := record(context.WithoutCancel(ctx), c, batch, lockWait)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -154,20 +159,23 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// record inserts the runs of batch and returns each one's outcome. When the
-// database refused the batch for a row's content, or a key stayed busy for
-// lockWait, it rolled the whole batch back, and each caller is told to insert
-// its run alone (errAlone): one caller's bad row or busy key fails or stalls
-// only that caller. Any other error (a lost connection, a timeout) leaves
-// every run's outcome unknown and is every run's error.
-func record(ctx context.Context, st *store.Store, batch []*startRequest, lockWait time.Duration) ([]store.Inserted, []error) {
+// record inserts the runs of batch and returns each one's outcome. A try
+// whose outcome was not seen (a lost connection, a timeout) is sent again
+// (see insertRetrying); when none settles it, every run's error wraps
+// ErrOutcomeUnknown. When the database refused the batch for a row's
+// content, or a key stayed busy for lockWait, it rolled the whole batch back,
+// and each caller is told to insert its run alone (errAlone): one caller's
+// bad row or busy key fails or stalls only that caller.
+func record(ctx context.Context, c *Client, batch []*startRequest, lockWait time.Duration) ([]store.Inserted, []error) {
 	runs := make([]store.NewRun, len(batch))
 	for i, req := range batch {
 		runs[i] = req.run
 	}
 	res := make([]store.Inserted, len(batch))
 	errs := make([]error, len(batch))
-	out, err := st.InsertRunsBounded(ctx, runs, lockWait)
+	out, err := c.insertRetrying(ctx, func(ctx context.Context) ([]store.Inserted, error) {
+		return c.store.InsertRunsBounded(ctx, runs, lockWait)
+	})
 	if err == nil {
 		return out, errs
 	}

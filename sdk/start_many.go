@@ -24,16 +24,22 @@ type StartParams[In any] struct {
 // and nothing is recorded. Elements sharing a key make one run: the first is
 // created, the others get its handle with Created false.
 //
+// Like Start, StartMany sends its insert again after an ambiguous outcome, so
+// each element still makes at most one run (its ID is sent again) and the
+// runs an unseen try committed are returned created; when no try settles the
+// outcome, the error wraps ErrOutcomeUnknown: the runs may exist.
+//
 // When keys name runs of another workflow, StartMany returns an error
 // wrapping ErrWorkflowMismatch for each of them together with the handles:
 // the other runs are recorded and their handles set, the mismatched elements'
 // handles are nil.
 func StartMany[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], params []StartParams[In]) ([]*Run[Out], error) {
-	return startMany(ctx, c, c.store.Pool(), wf, params)
+	return startMany(ctx, c, nil, wf, params)
 }
 
 // StartManyTx is StartMany inside the caller's transaction tx: the runs exist
-// if and only if tx commits.
+// if and only if tx commits. As with StartTx, its statement is neither
+// retried nor given a deadline other than ctx's.
 func StartManyTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Workflow[In, Out], params []StartParams[In]) ([]*Run[Out], error) {
 	if tx == nil {
 		return nil, fmt.Errorf("sdk.StartManyTx: nil transaction")
@@ -41,6 +47,8 @@ func StartManyTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Wor
 	return startMany(ctx, c, tx, wf, params)
 }
 
+// startMany records the runs on db, or on the pool with retries when db is
+// nil.
 func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], params []StartParams[In]) (runs []*Run[Out], err error) {
 	if wf == nil {
 		return nil, fmt.Errorf("sdk.StartMany: nil workflow")
@@ -77,7 +85,14 @@ func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Wor
 	if len(params) == 0 {
 		return []*Run[Out]{}, c.ready(ctx)
 	}
-	out, err := c.store.InsertRuns(ctx, db, news)
+	var out []store.Inserted
+	if db == nil {
+		out, err = c.insertRetrying(ctx, func(ctx context.Context) ([]store.Inserted, error) {
+			return c.store.InsertRuns(ctx, c.store.Pool(), news)
+		})
+	} else {
+		out, err = c.store.InsertRuns(ctx, db, news)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)
 	}

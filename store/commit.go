@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,6 +104,16 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 		for k := range kinds {
 			if c.has[k][i] && !fenced[k].has(id) {
 				ok = false
+			}
+		}
+		// A run's end is its write's last part and is fenced like the
+		// others, in the same transaction: when it finds the run already
+		// ended by this very write (a repeat, see endFence), the earlier
+		// parts, which need the run running, found nothing to do because
+		// that earlier try applied them.
+		for _, k := range []kind{kindComplete, kindFail, kindRelease} {
+			if c.has[k][i] {
+				ok = fenced[k].has(id)
 			}
 		}
 		if !ok {
@@ -284,8 +295,9 @@ const fence = `
 			SELECT FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
 			FOR KEY SHARE) AS held)`
 
-// A step's output and its attempt's success. Idempotent: a repeated write
-// finds the attempt closed and the step completed with the same output.
+// A step's output and its attempt's success. Idempotent, like every part of
+// a commit: a write repeated after an ambiguous outcome finds the attempt
+// closed and the step completed, and changes nothing.
 const sqlStepDone = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::jsonb[])
@@ -295,7 +307,7 @@ const sqlStepDone = `
 		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running'),
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.output, finished_at = now()
-		FROM f WHERE s.run_id = f.run_id AND s.step = f.step)
+		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
 	SELECT run_id, 0::float8 FROM f`
 
 // Attempts that ended without success, with the delay chosen before the next.
@@ -321,7 +333,7 @@ const sqlFailStep = `
 		UPDATE {schema}.steps s
 		SET status = 'failed', reason = f.reason, error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), finished_at = now()
-		FROM f WHERE s.run_id = f.run_id AND s.step = f.step)
+		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
 	SELECT run_id, 0::float8 FROM f`
 
 // Attempt rows, committed before their activities are invoked: an attempt
@@ -356,34 +368,49 @@ const sqlStartAttempt = `
 // primary key and locked for the UPDATE that follows, which then finds it by
 // its primary key too (with the status in the UPDATE's own condition, the
 // planner could scan the partial index of every running run instead).
+//
+// Idempotent: a run found already in the status this statement gives it, at
+// the same epoch, was ended by this very write, committed by an earlier try
+// whose outcome the worker did not learn (a connection lost during COMMIT).
+// Only the holder of that epoch could have ended it so (claims and cancels
+// change the epoch), so the repeat is answered as a success and writes
+// nothing: no second failure row, no second notice.
 const endFence = `
 	f AS (
-		SELECT x.* FROM x, LATERAL (
-			SELECT FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
+		SELECT x.*, held.status AS was FROM x, LATERAL (
+			SELECT r.status FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status IN ('running', {ended})
 			FOR NO KEY UPDATE) AS held)`
 
-// Completed runs. Returns each run's age.
-const sqlCompleteRun = `
+// endFenceFor is endFence for a statement that leaves runs in status ended.
+func endFenceFor(ended string) string {
+	return strings.Replace(endFence, "{ended}", "'"+ended+"'", 1)
+}
+
+// Completed runs. Returns each run's age (0 for a repeat).
+var sqlCompleteRun = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)),` + endFence + `
-	UPDATE {schema}.runs r
-	SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
-	    claimant = NULL, lease_expires_at = NULL
-	FROM f WHERE r.id = f.run_id
-	RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 * 1000`
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)),` + endFenceFor("completed") + `,
+	u AS (
+		UPDATE {schema}.runs r
+		SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
+		    claimant = NULL, lease_expires_at = NULL
+		FROM f WHERE r.id = f.run_id AND f.was = 'running'
+		RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 * 1000 AS ms)
+	SELECT id, ms FROM u
+	UNION ALL SELECT run_id, 0 FROM f WHERE was <> 'running'`
 
 // Failed runs and their failure rows, in one statement: a failed run always
-// has exactly one open failure row. Returns each run's age.
-const sqlFailRun = `
+// has exactly one open failure row. Returns each run's age (0 for a repeat).
+var sqlFailRun = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::int[],
 		                     $8::text[], $9::text[], $10::text[], $11::text[])
-			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFence + `,
+			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFenceFor("failed") + `,
 	r AS (
 		UPDATE {schema}.runs r
 		SET status = 'failed', error_message = f.error_message, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL
-		FROM f WHERE r.id = f.run_id
+		FROM f WHERE r.id = f.run_id AND f.was = 'running'
 		RETURNING r.id, r.workflow, r.created_at),
 	fr AS (
 		INSERT INTO {schema}.failures
@@ -391,17 +418,22 @@ const sqlFailRun = `
 		SELECT r.id, r.workflow, f.reason, f.step, f.activity, f.attempts, f.errors, f.rescues,
 		       f.error_message, f.error_type, nullif(f.error_stack, '')
 		FROM r JOIN f ON f.run_id = r.id)
-	SELECT id, extract(epoch FROM now() - created_at)::float8 * 1000 FROM r`
+	SELECT id, extract(epoch FROM now() - created_at)::float8 * 1000 FROM r
+	UNION ALL SELECT run_id, 0 FROM f WHERE was <> 'running'`
 
-// Runs handed back to the queue (durable suspension, or hand-off at shutdown).
-const sqlRelease = `
+// Runs handed back to the queue (durable suspension, or hand-off at
+// shutdown).
+var sqlRelease = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)),` + endFence + `
-	UPDATE {schema}.runs r
-	SET status = 'queued', run_after = now() + f.delay_ms * interval '1 millisecond',
-	    claimant = NULL, lease_expires_at = NULL, updated_at = now()
-	FROM f WHERE r.id = f.run_id
-	RETURNING r.id, 0::float8`
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)),` + endFenceFor("queued") + `,
+	u AS (
+		UPDATE {schema}.runs r
+		SET status = 'queued', run_after = now() + f.delay_ms * interval '1 millisecond',
+		    claimant = NULL, lease_expires_at = NULL, updated_at = now()
+		FROM f WHERE r.id = f.run_id AND f.was = 'running'
+		RETURNING r.id)
+	SELECT id, 0::float8 FROM u
+	UNION ALL SELECT run_id, 0 FROM f WHERE was <> 'running'`
 
 // The runs a batch ended, 200 IDs a notice (PostgreSQL's payload limit is
 // 8000 bytes). finished_at is the transaction's time only for runs ended by

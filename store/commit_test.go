@@ -152,3 +152,84 @@ func listen(t *testing.T, channel string) *pgx.Conn {
 	}
 	return conn
 }
+
+// A write repeated after it committed (the worker lost the connection during
+// COMMIT and could not tell) is answered as a success and changes nothing:
+// every kind of part, alone and with a run's end.
+func TestCommit_AWriteRepeatedAfterItCommittedIsASuccessAndWritesNothingTwice(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	leases := claimN(t, st, 4)
+	pol, _ := json.Marshal(policy.Default())
+	start := func(l store.Lease, step int) store.Write {
+		return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: step, Attempt: 1, Activity: "a", Policy: pol, Worker: "w"}}
+	}
+	done := &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`7`)}
+	failed := &store.AttemptEnd{Attempt: 1, Status: "failed", ErrorMessage: "boom"}
+	rounds := [][]store.Write{
+		{start(leases[0], 1), start(leases[1], 1), start(leases[2], 1), start(leases[3], 1)},
+		{
+			{Lease: leases[0], StepDone: done, StartAttempt: start(leases[0], 2).StartAttempt},
+			{Lease: leases[1], StepDone: done},
+			{Lease: leases[2], EndAttempt: &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "boom"}},
+			{Lease: leases[3], StepDone: done},
+		},
+		{
+			{Lease: leases[0], StepDone: &store.StepDone{Step: 2, Attempt: 1, Output: []byte(`8`)}, CompleteRun: &store.RunOutput{Output: []byte(`8`)}},
+			{Lease: leases[1], Release: &store.Release{Delay: time.Hour}},
+			{Lease: leases[2], FailStep: &store.StepFailure{Step: 1, Reason: "retries_exhausted", ErrorMessage: "boom", End: failed},
+				FailRun: &store.Failure{Reason: "retries_exhausted", Step: 1, Activity: "a", ErrorMessage: "boom"}},
+			{Lease: leases[3], FailRun: &store.Failure{Reason: "workflow_error", ErrorMessage: "no"}},
+		},
+	}
+	state := func() string {
+		return scalar[string](t, st, `SELECT string_agg(x, ' ' ORDER BY x) FROM (
+			SELECT r.id::text || '=' || r.status || coalesce(r.output::text, '') || '@' || r.run_after::text AS x FROM {schema}.runs r
+			UNION ALL SELECT s.run_id::text || '/' || s.step || '=' || s.status || coalesce(s.output::text, '') || coalesce(s.finished_at::text, '') FROM {schema}.steps s
+			UNION ALL SELECT a.run_id::text || '/' || a.step || '/' || a.attempt || '=' || a.status || coalesce(a.ended_at::text, '') FROM {schema}.attempts a
+			UNION ALL SELECT f.run_id::text || '!' || f.reason FROM {schema}.failures f) AS all_rows`)
+	}
+	for i, writes := range rounds {
+		if res, err := st.Commit(t.Context(), st.Pool(), writes); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		} else {
+			for j, r := range res {
+				if r.Err != nil {
+					t.Fatalf("round %d, write %d: %v", i, j, r.Err)
+				}
+			}
+		}
+		before := state()
+		conn := listen(t, st.DoneChannel())
+		res, err := st.Commit(t.Context(), st.Pool(), writes)
+		if err != nil {
+			t.Fatalf("round %d repeated: %v", i, err)
+		}
+		for j, r := range res {
+			if r.Err != nil {
+				t.Errorf("round %d, write %d repeated: %v, want a success", i, j, r.Err)
+			}
+		}
+		if after := state(); after != before {
+			t.Errorf("round %d: the repeat changed the rows:\nbefore %s\nafter  %s", i, before, after)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		if n, err := conn.WaitForNotification(ctx); err == nil {
+			t.Errorf("round %d: the repeat sent notice %q", i, n.Payload)
+		}
+		cancel()
+	}
+	if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.failures`); n != 2 {
+		t.Fatalf("%d failure rows, want 2", n)
+	}
+
+	// A repeat is told from a write whose lease is gone: the run ended by
+	// this epoch is a success, the same end under another epoch is not.
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), leases[0].RunID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), rounds[2][:1])
+	if err != nil || !errors.Is(res[0].Err, store.ErrLeaseLost) {
+		t.Fatalf("completion under an old epoch: %v %+v, want ErrLeaseLost", err, res)
+	}
+}

@@ -49,6 +49,14 @@ func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, w
 // nothing is inserted for it and the existing run is returned with Created
 // false; items of one call sharing a key make one run, created by the first.
 //
+// Every run is also idempotent by its ID, so that a call whose outcome the
+// caller did not see (the connection was lost during COMMIT) can be sent
+// again with the same runs: a run already recorded under its ID is not
+// inserted again and is reported with Created true, since its IDs are fresh
+// (uuid v7, made for this call) and only an earlier try of the same call can
+// have recorded it. An earlier try still in flight on the server is waited
+// for, as for a key.
+//
 // However many runs, it is at most two statements (insert and notice, then a
 // lookup only when some runs have keys) sent as one batch: on the pool that
 // is one implicit transaction, so one commit and one round trip, and either
@@ -78,7 +86,7 @@ func (s *Store) InsertRuns(ctx context.Context, db DB, runs []NewRun) ([]Inserte
 			return nil, s.wrap("insert runs", err)
 		}
 	}
-	return ins.results()
+	return ins.results(ctx, db)
 }
 
 // ErrKeyBusy is returned by InsertRunsBounded when a run's key is held by a
@@ -122,7 +130,7 @@ func (s *Store) InsertRunsBounded(ctx context.Context, runs []NewRun, wait time.
 	if err != nil {
 		return nil, s.wrap("insert runs", err)
 	}
-	return ins.results()
+	return ins.results(ctx, s.pool)
 }
 
 // insert is one InsertRuns call: the columns it sends and what came back.
@@ -147,6 +155,7 @@ type insert struct {
 
 	created  map[[16]byte]bool
 	existing map[string]Inserted // by key: runs that held a key before this call
+	earlier  map[[16]byte]string // by ID, their workflow: runs an earlier try of this call recorded
 }
 
 func (s *Store) newInsert(runs []NewRun) *insert {
@@ -190,6 +199,9 @@ func (ins *insert) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key to
 	// commit or roll back, so two Starts with one key never make two runs.
+	// It has no conflict target so that it covers the primary key too: a
+	// retry of a call whose first try committed unseen inserts nothing
+	// again, with or without keys (see InsertRuns).
 	// One NOTIFY per call, and only when a run is due now: workers claim
 	// whatever is due, so the payload (the queues) is a courtesy.
 	b.Queue(s.sql(`
@@ -199,7 +211,7 @@ func (ins *insert) batch() *pgx.Batch {
 			       now() + delay_ms * interval '1 millisecond', nullif(traceparent, '')
 			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::jsonb[], $7::bigint[], $8::text[])
 			     AS r(id, workflow, queue, priority, run_key, input, delay_ms, traceparent)
-			ON CONFLICT (run_key) WHERE run_key IS NOT NULL DO NOTHING
+			ON CONFLICT DO NOTHING
 			RETURNING id, queue, run_after <= now() AS due)
 		SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'),
 		       CASE WHEN EXISTS (SELECT FROM ins WHERE due)
@@ -271,8 +283,44 @@ func (ins *insert) readExisting(rows pgx.Rows) error {
 	return err
 }
 
+// findEarlier looks up by ID the runs that were neither inserted nor found by
+// key: an earlier try of this call recorded them (see InsertRuns). It costs a
+// round trip only after such a try. On the pool it runs after the batch has
+// committed, and the insert waited for the earlier try to end, so it sees
+// what that try recorded.
+func (ins *insert) findEarlier(ctx context.Context, db DB) error {
+	var missing []uuidParam
+	for i, r := range ins.runs {
+		if ins.first[i] != i || ins.created[r.ID] {
+			continue
+		}
+		if _, ok := ins.existing[r.Key]; ok && r.Key != "" {
+			continue
+		}
+		missing = append(missing, uuidArg(r.ID))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := db.Query(ctx, ins.s.sql(`SELECT id, workflow FROM {schema}.runs WHERE id = ANY($1::uuid[])`), missing)
+	if err != nil {
+		return err
+	}
+	ins.earlier = map[[16]byte]string{}
+	var id [16]byte
+	var workflow string
+	_, err = pgx.ForEachRow(rows, []any{&id, &workflow}, func() error {
+		ins.earlier[id] = workflow
+		return nil
+	})
+	return err
+}
+
 // results maps what came back to one Inserted per run.
-func (ins *insert) results() ([]Inserted, error) {
+func (ins *insert) results(ctx context.Context, db DB) ([]Inserted, error) {
+	if err := ins.findEarlier(ctx, db); err != nil {
+		return nil, ins.s.wrap("insert runs: find runs of an earlier try", err)
+	}
 	out := make([]Inserted, len(ins.runs))
 	for i, r := range ins.runs {
 		if j := ins.first[i]; j != i {
@@ -281,6 +329,10 @@ func (ins *insert) results() ([]Inserted, error) {
 		}
 		if ins.created[r.ID] {
 			out[i] = Inserted{ID: r.ID, Workflow: r.Workflow, Created: true}
+			continue
+		}
+		if workflow, ok := ins.earlier[r.ID]; ok {
+			out[i] = Inserted{ID: r.ID, Workflow: workflow, Created: true}
 			continue
 		}
 		e, ok := ins.existing[r.Key]

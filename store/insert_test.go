@@ -103,8 +103,9 @@ func TestInsertRuns_OneNoticePerCall(t *testing.T) {
 	if _, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{a, b, c, later}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{later}); err == nil {
-		t.Fatal("inserting the same ID twice succeeded")
+	// Sent again (a retry), a run inserts nothing and announces nothing.
+	if got, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{a}); err != nil || !got[0].Created {
+		t.Fatalf("InsertRuns again: %v, %v", got, err)
 	}
 	delayed := newRun("wf", "")
 	delayed.Delay = time.Hour
@@ -270,5 +271,98 @@ func TestInsertRunsBounded_BusyKey(t *testing.T) {
 	var lt string
 	if err := one.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt); err != nil || lt != "0" {
 		t.Fatalf("lock_timeout %q after the batch, %v", lt, err)
+	}
+}
+
+// The same runs sent again, as after a try whose outcome the caller did not
+// see, insert nothing more, and the runs the earlier try recorded are
+// reported created, with keys and without; a new run with a taken key is
+// still a duplicate.
+func TestInsertRuns_SentAgainAreReportedCreated(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	runs := []store.NewRun{newRun("wf", ""), newRun("wf", "k-1"), newRun("wf", "k-1"), newRun("wf", "")}
+	first, err := st.InsertRuns(ctx, st.Pool(), runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.InsertRuns(ctx, st.Pool(), runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded, err := st.InsertRunsBounded(ctx, runs, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Inserted{
+		{ID: runs[0].ID, Workflow: "wf", Created: true},
+		{ID: runs[1].ID, Workflow: "wf", Created: true},
+		{ID: runs[1].ID, Workflow: "wf", Created: false},
+		{ID: runs[3].ID, Workflow: "wf", Created: true},
+	}
+	for _, got := range [][]store.Inserted{first, again, bounded} {
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("got  %v\nwant %v", got, want)
+		}
+	}
+	if n := countRuns(t, st); n != 3 {
+		t.Fatalf("%d runs, want 3", n)
+	}
+	other, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{newRun("wf", "k-1")})
+	if err != nil || other[0].Created || other[0].ID != runs[1].ID {
+		t.Fatalf("a new run with a taken key: %v, %v", other, err)
+	}
+}
+
+// A retry sent while the first try is still in flight on the server (its
+// client saw the connection fail, its transaction is still open) waits for
+// it: when the first try commits, the retry reports its runs created; when
+// it rolls back, the retry creates them.
+func TestInsertRuns_SentAgainWhileTheFirstTryIsInFlight(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t)
+			ctx := t.Context()
+			runs := []store.NewRun{newRun("wf", ""), newRun("wf", "k")}
+			tx, err := st.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := st.InsertRuns(ctx, tx, runs); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				out []store.Inserted
+				err error
+			}
+			retry := make(chan result, 1)
+			go func() {
+				out, err := st.InsertRuns(ctx, st.Pool(), runs)
+				retry <- result{out, err}
+			}()
+			select {
+			case r := <-retry:
+				t.Fatalf("the retry did not wait for the first try: %v, %v", r.out, r.err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-retry
+			if r.err != nil || !r.out[0].Created || !r.out[1].Created || r.out[0].ID != runs[0].ID || r.out[1].ID != runs[1].ID {
+				t.Fatalf("retry: %v, %v", r.out, r.err)
+			}
+			if n := countRuns(t, st); n != 2 {
+				t.Fatalf("%d runs, want 2", n)
+			}
+		})
 	}
 }

@@ -80,6 +80,12 @@ func TestPooler_EveryStatementWorksThroughTransactionPgbouncer(t *testing.T) {
 					t.Fatalf("insert runs bounded: %+v, %v", out, err)
 				}
 			}
+			retried := newRun("orders", "") // a Start sent again after a commit it did not see
+			for range 2 {
+				if out, err := st.InsertRuns(ctx, st.Pool(), []store.NewRun{retried}); err != nil || !out[0].Created || out[0].ID != retried.ID {
+					t.Fatalf("insert runs again: %+v, %v", out, err)
+				}
+			}
 			run, err := st.GetRun(ctx, keyed.ID)
 			if err != nil || string(run.Input) != `{"n": [1, 2], "id": "A-1", "note": "a \"quoted\", {braced} value"}` {
 				t.Fatalf("get run: %s, %v", run.Input, err)
@@ -89,7 +95,7 @@ func TestPooler_EveryStatementWorksThroughTransactionPgbouncer(t *testing.T) {
 			}
 
 			runs, err := st.ListRuns(ctx, store.RunFilter{})
-			if err != nil || len(runs) != 11 {
+			if err != nil || len(runs) != 12 {
 				t.Fatalf("list runs: %d, %v", len(runs), err)
 			}
 			failures, err := st.Failures(ctx, store.FailureFilter{Activity: "charge"})

@@ -518,3 +518,101 @@ func TestKill_DuringAGroupCommitsCommit(t *testing.T) {
 	t.Logf("%d of %d runs completed by the commit the killed worker never saw acknowledged", byDoomed, len(ids))
 	e.check()
 }
+
+// Restarts of PostgreSQL, fast twice and immediate (a crash) once, while two
+// workers run a mixed workload with at-most-once steps, cost no attempt and
+// no reconciliation: each is far shorter than the lease, and every write
+// that met one is retried (idempotently) until it commits, with its outcome
+// held in memory. Every chaos invariant holds.
+func TestPostgresRestart_FastAndImmediateCostNoLostAttemptAndNoIndeterminateStep(t *testing.T) {
+	t.Parallel()
+	cluster, err := pgtest.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	// An immediate restart is a crash: without synchronous commits it
+	// would lose commits the workers were told of.
+	if err := setSystem(cluster.URL(), "synchronous_commit", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, cluster.URL(), "public")
+	w1 := e.worker("w1")
+	w2 := e.worker("w2")
+	var ids []uuid.UUID
+	for range 60 {
+		ids = append(ids, e.start(
+			workload.Step{Kind: workload.AtMostOnce, SleepMS: 100},
+			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 150},
+			workload.Step{Kind: workload.Transactional, SleepMS: 50},
+			workload.Step{Kind: workload.AtMostOnce, SleepMS: 150},
+			workload.Step{Kind: workload.Flaky, Failures: 1, SleepMS: 20},
+			workload.Step{Kind: workload.AtMostOnce, SleepMS: 100}))
+	}
+	progress := func(what string) {
+		before, _ := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+		e.eventually(what, func() (bool, error) {
+			n, err := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+			return n > before+20, err
+		})
+	}
+	progress("runs in flight")
+	for i, restart := range []func() error{cluster.Restart, cluster.Restart, cluster.RestartImmediate} {
+		began := time.Now()
+		if err := restart(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("restart %d took %s", i+1, time.Since(began).Round(time.Millisecond))
+		progress(fmt.Sprintf("progress after restart %d", i+1))
+	}
+	for _, id := range ids {
+		e.completed(id)
+	}
+	for _, w := range []*fleet.Worker{w1, w2} {
+		st, err := w.Stats(e.ctx)
+		if err != nil {
+			t.Fatalf("worker %s: %v", w.Label, err)
+		}
+		t.Logf("worker %s: %+v", w.Label, st)
+		if st.LeasesLost != 0 {
+			t.Errorf("worker %s lost %d leases", w.Label, st.LeasesLost)
+		}
+		stopGracefully(t, w)
+	}
+	rep := e.check()
+	t.Logf("attempts %v; indeterminate %d; extra at-least-once invocations %d", rep.Attempts, rep.Indeterminate, rep.ExtraInvocations)
+	if rep.Attempts["lost"] != 0 || rep.Indeterminate != 0 {
+		t.Fatalf("%d lost attempts and %d indeterminate steps after restarts shorter than the lease, want none",
+			rep.Attempts["lost"], rep.Indeterminate)
+	}
+	// The only failed attempts are the flaky steps' planned failure: the
+	// restarts charged no error to any budget (a transactional step whose
+	// transaction lost its connection is recorded interrupted).
+	if got := rep.Attempts["failed"]; got != len(ids) {
+		t.Errorf("%d failed attempts, want %d (one planned failure per run)", got, len(ids))
+	}
+	// Runs handed back (a transactional step that could not begin its
+	// transaction) were claimed again, but none was rescued.
+	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.attempts WHERE is_rescue`); n != 0 {
+		t.Errorf("%d rescue attempts", n)
+	}
+}
+
+// setSystem sets a server setting with ALTER SYSTEM; it takes effect at the
+// next restart (or reload, for those that allow it).
+func setSystem(url, name, value string) error {
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	_, err = conn.Exec(context.Background(), fmt.Sprintf(`ALTER SYSTEM SET %s = %s`, pgx.Identifier{name}.Sanitize(), value))
+	return err
+}

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +38,6 @@ type Config struct {
 	Connect func(ctx context.Context) (*pgx.Conn, error)
 	// Timeout bounds one flush, connecting included.
 	Timeout time.Duration
-	// Logger receives reconnections.
-	Logger *slog.Logger
 }
 
 // Committer batches runs' writes into shared commits. Create it with New,
@@ -65,6 +62,7 @@ type Committer struct {
 const idleCheck = time.Second
 
 type request struct {
+	ctx  context.Context
 	w    store.Write
 	res  store.WriteResult
 	err  error
@@ -107,10 +105,13 @@ func (c *Committer) Writes() int64 { return c.writes.Load() }
 
 // Write queues w, and returns its outcome once the transaction that carries
 // it has committed (or failed). The result's Err is store.ErrLeaseLost when
-// w's fence refused it; the error is the batch's database error. When ctx
-// ends first, Write returns ctx's error and w may still be committed.
+// w's fence refused it; the error is the batch's database error, after which
+// w may or may not be committed (a connection lost during COMMIT): the
+// writer may send it again, since every write is idempotent. When ctx ends
+// first, Write returns ctx's error and w may still be committed; a write
+// whose ctx ended before its flush began is dropped.
 func (c *Committer) Write(ctx context.Context, w store.Write) (store.WriteResult, error) {
-	r := &request{w: w, done: make(chan struct{})}
+	r := &request{ctx: ctx, w: w, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
@@ -162,7 +163,20 @@ func (c *Committer) flushPending(conn **pgx.Conn) bool {
 	if len(batch) == 0 {
 		return false
 	}
-	c.flush(conn, batch)
+	// A writer that stopped waiting (its ctx ended) will not read the
+	// outcome, and may already be sending the write again.
+	live := batch[:0]
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			r.err = r.ctx.Err()
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) > 0 {
+		c.flush(conn, live)
+	}
 	return true
 }
 
@@ -217,11 +231,10 @@ func (c *Committer) commit(conn **pgx.Conn, batch []*request) ([]store.WriteResu
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || (*conn).IsClosed() {
 			// The connection may be broken: the next flush opens a new one.
+			// The writers retry and log (the worker's trouble log), so an
+			// outage is not logged once per flush here.
 			_ = (*conn).Close(context.Background())
 			*conn = nil
-			if c.cfg.Logger != nil {
-				c.cfg.Logger.Warn("tenure: commit failed; reconnecting for the next one", "writes", len(batch), "error", err)
-			}
 		}
 		return nil, err
 	}

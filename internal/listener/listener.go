@@ -5,7 +5,7 @@
 //   - the database being unreachable: it reconnects with exponential backoff
 //     (Retry doubling up to MaxRetry, with jitter so that a fleet does not
 //     reconnect in step), reset once LISTEN succeeds again; the loss is
-//     logged once per distinct error (again after RepeatWarning if it
+//     logged once per distinct error (again every RepeatWarning while it
 //     persists), not at every try, and one line says when notices work again;
 //   - a connection pooler in transaction mode between it and PostgreSQL: the
 //     pooler accepts LISTEN but hands the server connection to other clients
@@ -62,10 +62,13 @@ type Config struct {
 	// failed try up to MaxRetry. Defaults 1s and 30s.
 	Retry, MaxRetry time.Duration
 	// RepeatWarning is how long a persisting error stays unrepeated in the
-	// log. Default 5m.
+	// log. Default 30s, like the worker's other repeating errors.
 	RepeatWarning time.Duration
 	// ProbeTimeout is how long the probe notice may take to arrive. Default 5s.
 	ProbeTimeout time.Duration
+	// Timeout bounds connecting, LISTEN and sending the probe, each; not the
+	// wait for notices. Default: none.
+	Timeout time.Duration
 	// Logger receives the warnings and the recovery line.
 	Logger *slog.Logger
 	// What names the notices in the log, e.g. "run notifications".
@@ -89,7 +92,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MaxRetry = max(c.MaxRetry, c.Retry)
 	if c.RepeatWarning <= 0 {
-		c.RepeatWarning = 5 * time.Minute
+		c.RepeatWarning = 30 * time.Second
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = 5 * time.Second
@@ -144,7 +147,9 @@ type loop struct {
 
 // once connects, listens and delivers notices until the connection fails.
 func (l *loop) once(ctx context.Context) error {
-	conn, err := l.cfg.Connect(ctx)
+	sctx, cancel := l.bounded(ctx)
+	defer cancel()
+	conn, err := l.cfg.Connect(sctx)
 	if err != nil {
 		return err
 	}
@@ -153,9 +158,10 @@ func (l *loop) once(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.cfg.Channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(sctx, "LISTEN "+pgx.Identifier{l.cfg.Channel}.Sanitize()); err != nil {
 		return err
 	}
+	cancel()
 	l.delay = l.cfg.Retry
 	l.cfg.Listening()
 	if l.probe {
@@ -183,7 +189,10 @@ func (l *loop) once(ctx context.Context) error {
 // delivering the notices that arrive meanwhile.
 func (l *loop) check(ctx context.Context, conn *pgx.Conn) error {
 	payload := fmt.Sprintf("%s%016x", probePrefix, rand.Uint64())
-	if _, err := l.cfg.Pool.Exec(ctx, `SELECT pg_notify($1, $2)`, l.cfg.Channel, payload); err != nil {
+	sctx, cancel := l.bounded(ctx)
+	_, err := l.cfg.Pool.Exec(sctx, `SELECT pg_notify($1, $2)`, l.cfg.Channel, payload)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("send a probe notice through the pool: %w", err)
 	}
 	wait, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
@@ -221,6 +230,14 @@ func (l *loop) lost(err error) {
 	l.warned, l.warnedAt = msg, now
 	l.cfg.Logger.Warn("tenure: "+l.cfg.What+" lost, "+l.cfg.Meanwhile+" until reconnected",
 		append(l.attrs(), "error", err, "retry_in", l.delay.Round(time.Millisecond), "lost_for", now.Sub(l.down).Round(time.Millisecond))...)
+}
+
+// bounded is ctx with the Timeout of one step of connecting, if any.
+func (l *loop) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.cfg.Timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, l.cfg.Timeout)
 }
 
 // jittered is the delay before the next try, between half and all of it.

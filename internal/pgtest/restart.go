@@ -26,8 +26,18 @@ func (c *Cluster) URL() string { return c.c.url }
 // Restart restarts the server with pg_ctl restart in fast mode: every
 // connection is closed, then the server starts again on the same socket.
 // It returns once the server accepts connections.
-func (c *Cluster) Restart() error {
-	err := c.c.r.run(c.c.dir, 2*time.Minute, "pg_ctl", "restart", "-D", c.c.data, "-l", c.c.log, "-m", "fast", "-w", "-t", "90", "-s")
+func (c *Cluster) Restart() error { return c.restart("fast") }
+
+// RestartImmediate restarts the server with pg_ctl restart in immediate
+// mode: the server processes are killed without a checkpoint, as in a crash,
+// and the server recovers from its WAL when it starts again. The private
+// cluster runs with synchronous_commit off, which loses commits in such a
+// crash: set it on first (ALTER SYSTEM, then Restart) when the test counts
+// on its commits.
+func (c *Cluster) RestartImmediate() error { return c.restart("immediate") }
+
+func (c *Cluster) restart(mode string) error {
+	err := c.c.r.run(c.c.dir, 2*time.Minute, "pg_ctl", "restart", "-D", c.c.data, "-l", c.c.log, "-m", mode, "-w", "-t", "90", "-s")
 	if err != nil {
 		log, _ := os.ReadFile(c.c.log)
 		return fmt.Errorf("%w\nserver log:\n%s", err, tail(string(log), 2000))
