@@ -36,7 +36,7 @@ func ExampleWithListenConfig() {
 	cfg := testWorker(schema)
 	cfg.ListenConfig = direct
 	w := runtime.NewWorker(pool, cfg)
-	_ = w.Register(Fulfil)
+	_ = w.Register(Ship)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
@@ -44,13 +44,13 @@ func ExampleWithListenConfig() {
 
 	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithListenConfig(direct))
 	defer client.Close()
-	run, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "P-1"})
+	run, err := sdk.Start(ctx, client, Ship, OrderIn{ID: "P-1"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(run.Result(ctx))
 	// Output:
-	// reserved P-1 <nil>
+	// shipped P-1 <nil>
 }
 
 // Where no direct connection can be had, the client polls instead of
@@ -70,7 +70,7 @@ func ExampleWithPollOnly() {
 	cfg := testWorker(schema)
 	cfg.PollOnly = true // the worker finds new runs every PollInterval
 	w := runtime.NewWorker(pool, cfg)
-	_ = w.Register(Fulfil)
+	_ = w.Register(Ship)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
@@ -79,11 +79,11 @@ func ExampleWithPollOnly() {
 	client := sdk.NewClient(pool, sdk.WithSchema(schema),
 		sdk.WithPollOnly(), sdk.WithPollInterval(100*time.Millisecond))
 	defer client.Close()
-	run, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "P-2"})
+	run, err := sdk.Start(ctx, client, Ship, OrderIn{ID: "P-2"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(run.Result(ctx))
 	// Output:
-	// reserved P-2 <nil>
+	// shipped P-2 <nil>
 }
