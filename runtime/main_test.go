@@ -77,11 +77,17 @@ func (e *env) config() runtime.Config {
 // worker starts a worker with the given workflows; it is shut down at cleanup.
 func (e *env) worker(cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker {
 	e.t.Helper()
+	return e.workerCtx(e.ctx, cfg, defs...)
+}
+
+// workerCtx is worker started with ctx's values (such as an override table).
+func (e *env) workerCtx(ctx context.Context, cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker {
+	e.t.Helper()
 	w := runtime.NewWorker(e.pool, cfg)
 	if err := w.Register(defs...); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		e.t.Fatalf("worker %s: Start: %v", w.Label(), err)
 	}
 	e.t.Cleanup(func() {

@@ -19,6 +19,7 @@ import (
 // run. It is called on the workflow goroutine, and may end that goroutine
 // (runtime.Goexit) when the run must unwind.
 func (e *execution) Step(ctx context.Context, act activities.Definition, input []byte, opts []policy.Option) ([]byte, error) {
+	act = e.w.overrides.Apply(act) // a test's replacement function, if any
 	e.nextStep++
 	n := e.nextStep
 	rec, seen := e.steps[n]
@@ -339,6 +340,7 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 			exit()
 		}
 		if st := steps[s.n]; st.Status != "completed" {
+			stx.connLost = true
 			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 		}
 		e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)

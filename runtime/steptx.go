@@ -20,8 +20,9 @@ import (
 type stepTx struct {
 	conn *pgxpool.Conn // nil once returned to the pool
 	tx   pgx.Tx        // nil until begun, and once ended
-	// connLost is set by end when the transaction's connection was closed
-	// under it (a database restart, a network cut).
+	// connLost: the transaction lost its connection (a database restart, a
+	// network cut), noted by end, or by a COMMIT that lost it and did not
+	// commit.
 	connLost bool
 }
 
@@ -64,7 +65,9 @@ func (t *stepTx) begin(ctx context.Context, pool *pgxpool.Pool, limit, timeout t
 // connection to the pool. It may be called more than once.
 func (t *stepTx) end(ctx context.Context) {
 	if t.tx != nil {
-		t.connLost = t.tx.Conn().IsClosed()
+		// The connection is still ours (its Release comes below), so its
+		// state is the transaction's, not another user's.
+		t.connLost = t.connLost || t.tx.Conn().IsClosed()
 		_ = t.tx.Rollback(ctx)
 		t.tx = nil
 	}

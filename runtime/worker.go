@@ -16,6 +16,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/listener"
+	"github.com/tenurehq/tenure/internal/override"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
@@ -69,6 +70,9 @@ type Worker struct {
 	workflows map[string]sdk.Definition
 	running   map[uuid.UUID]*execution
 	started   bool
+	// overrides replaces activities' functions (package tenuretest); set
+	// once, from the context of Run or Start, before any run is claimed.
+	overrides override.Table
 
 	wake      chan struct{} // a slot freed or a run was announced
 	stopClaim chan struct{} // closed when the worker stops taking new runs
@@ -226,6 +230,7 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	if err := w.store.Check(ctx); err != nil {
 		return nil, err
 	}
+	w.overrides = override.From(ctx)
 	// The heartbeat has its own connection, open before any run is claimed.
 	hb, err := w.connect(ctx)
 	if err != nil {
@@ -419,8 +424,16 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 		w.claimed.Add(1)
 		e := w.newExecution(base, c, began)
 		w.mu.Lock()
+		old := w.running[c.ID]
 		w.running[c.ID] = e
 		w.mu.Unlock()
+		if old != nil {
+			// This worker held the run under an older lease, which expired
+			// (it froze, or its lease was ended for it): that execution is
+			// no longer heartbeated, so it is stopped here, as a renewal
+			// missing its lease would.
+			old.lose("the run was reclaimed under a newer lease")
+		}
 		w.runs.Go(func() {
 			defer func() {
 				w.mu.Lock()

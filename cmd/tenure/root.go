@@ -128,7 +128,7 @@ It connects to the database named by the DATABASE_URL environment variable
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
-		a.purgeCommand(), a.auditCommand())
+		a.purgeCommand(), a.auditCommand(), a.versionCommand())
 	return root
 }
 

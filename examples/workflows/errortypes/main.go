@@ -228,7 +228,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 	fmt.Fprintf(out, "\n== Look at it yourself (schema %s) ==\n", schema)
 	fmt.Fprintf(out, `psql "$DATABASE_URL" -c "SELECT workflow, reason, attempts, error_type, error_message FROM %[1]s.open_failures"
 psql "$DATABASE_URL" -c "SELECT error_type, delay_source, count(*) FROM %[1]s.attempt_timeline WHERE status = 'failed' GROUP BY 1, 2"
-go run ./cmd/tenure --schema %[1]s explain %[2]s 1
+go -C cmd/tenure run . --schema %[1]s explain %[2]s 1
 `, schema, runs["alice"].ID)
 	return results, nil
 }

@@ -222,7 +222,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	fmt.Fprintf(out, "\n== Look at it yourself (schema %s) ==\n", schema)
 	fmt.Fprintf(out, `psql "$DATABASE_URL" -c "SELECT attempt, status, duration, delay_before_next, delay_source, waited, error_message FROM %[1]s.attempt_timeline WHERE run_id = '%[2]s'"
 psql "$DATABASE_URL" -c "SELECT delay_source, count(*), avg(delay_before_next) FROM %[1]s.attempt_timeline GROUP BY 1"
-go run ./cmd/tenure --schema %[1]s runs show %[2]s
+go -C cmd/tenure run . --schema %[1]s runs show %[2]s
 `, schema, run.ID)
 	return o, nil
 }

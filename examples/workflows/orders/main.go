@@ -360,8 +360,8 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	fmt.Fprintf(out, `psql "$DATABASE_URL" -c "SELECT * FROM %[1]s.shop_orders"
 psql "$DATABASE_URL" -c "SELECT run_id, step, attempt, activity, status, duration, delay_before_next, delay_source, worker FROM %[1]s.attempt_timeline ORDER BY started_at"
 psql "$DATABASE_URL" -c "SELECT run_id, reason, activity, attempts, error_message, failed_at FROM %[1]s.open_failures"
-go run ./cmd/tenure --schema %[1]s failures list
-go run ./cmd/tenure --schema %[1]s runs show %[2]s
+go -C cmd/tenure run . --schema %[1]s failures list
+go -C cmd/tenure run . --schema %[1]s runs show %[2]s
 `, schema, o.cutOff.ID)
 	return o, nil
 }

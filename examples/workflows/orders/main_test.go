@@ -40,7 +40,7 @@ func TestOrders_PaymentIsTakenAtMostOnceAndReconciled(t *testing.T) {
 		"2    1       find-payment       succeeded  worker-b",
 		"record-order       succeeded",
 		"send-confirmation  failed", "(jitter)", // the 421, retried after a full-jitter delay
-		"open_failures", "tenure --schema",
+		"open_failures", "go -C cmd/tenure run . --schema",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q", want)

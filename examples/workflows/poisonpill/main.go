@@ -232,9 +232,9 @@ func run(ctx context.Context, out io.Writer, url, schema, self string) (*outcome
 	fmt.Fprintf(out, "\n== Look at it yourself (schema %s) ==\n", schema)
 	fmt.Fprintf(out, `psql "$DATABASE_URL" -c "SELECT run_id, reason, activity, attempts, rescues, error_message FROM %[1]s.open_failures"
 psql "$DATABASE_URL" -c "SELECT attempt, status, is_rescue, worker, duration FROM %[1]s.attempt_timeline WHERE run_id = '%[2]s'"
-go run ./cmd/tenure --schema %[1]s failures list --reason rescues_exhausted
+go -C cmd/tenure run . --schema %[1]s failures list --reason rescues_exhausted
 # once the decoder is fixed (requeueing gives the step a fresh budget):
-go run ./cmd/tenure --schema %[1]s failures requeue %[2]s --note "decoder fixed"
+go -C cmd/tenure run . --schema %[1]s failures requeue %[2]s --note "decoder fixed"
 `, schema, poison.ID)
 	return o, nil
 }

@@ -2,7 +2,11 @@
 // span per attempt, linked to the previous one, with the error as an event
 // and the delay chosen before the next attempt.
 //
-//	go run ./examples/workflows/tracing
+//	cd examples/workflows/tracing && go run .
+//
+// It is a module of its own, so that the OpenTelemetry SDK and exporters it
+// uses are not requirements of the core module (package otel needs only the
+// OpenTelemetry API).
 //
 // Spans go to stdout, or to an OTLP/HTTP collector when
 // OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set.
