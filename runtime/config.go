@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -37,6 +39,21 @@ type Config struct {
 	// notification arrives (expired leases and delayed runs are only found by
 	// polling). Default 1s.
 	PollInterval time.Duration
+	// ListenConfig is the connection the worker LISTENs on to hear of new
+	// runs at once. Default: one with the pool's settings. A connection
+	// pooler in transaction mode (pgbouncer pool_mode=transaction, most
+	// hosted poolers) accepts LISTEN but delivers no notification: give a
+	// direct connection to PostgreSQL here (from pgx.ParseConfig), or set
+	// PollOnly. Nothing but LISTEN uses it; see docs/operations.md,
+	// "Connection poolers".
+	ListenConfig *pgx.ConnConfig
+	// PollOnly turns LISTEN off: an idle worker finds new runs only at its
+	// next poll, so a run may wait up to PollInterval longer to start, and
+	// the worker needs one connection less. A worker that listens checks
+	// once that its notifications arrive; when they do not, it logs why and
+	// falls back to polling by itself. Default false. PollOnly and
+	// ListenConfig are exclusive.
+	PollOnly bool
 	// Queues are the queues this worker serves. Default ["default"].
 	Queues []string
 	// Label names the worker for people and traces ("host-pid-random" by
@@ -108,6 +125,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("runtime: StatementTimeout %s must be positive and below LeaseTTL %s", c.StatementTimeout, c.LeaseTTL)
 	case c.PollInterval < 0 || c.MaxInProcessSleep < 0 || c.MaxPayload < 0:
 		return c, fmt.Errorf("runtime: negative PollInterval, MaxInProcessSleep or MaxPayload")
+	case c.PollOnly && c.ListenConfig != nil:
+		return c, fmt.Errorf("runtime: PollOnly and ListenConfig are exclusive: a poll-only worker does not LISTEN")
 	}
 	for _, q := range c.Queues {
 		if q == "" {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/policy"
@@ -93,10 +91,6 @@ type stepRun struct {
 	b          budget
 	lastDelay  time.Duration
 	prev       TraceRef // the span of the previous attempt, for links
-	// txLost: the current attempt's transaction lost its connection. Read
-	// before the transaction ends, which hands the connection back to the
-	// pool for others to use.
-	txLost bool
 }
 
 func (s *stepRun) run(ctx context.Context) ([]byte, error) {
@@ -151,25 +145,26 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 // the step gave up, or errRetry after sleeping the delay before the next one.
 func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	e := s.e
-	var tx pgx.Tx
+	var stx *stepTx
 	if s.act.Transactional() {
-		// The step's transaction is begun before the attempt is recorded: a
+		// The step's connection is taken before the attempt is recorded: a
 		// database that cannot give us one is no attempt at all, so nothing
-		// is charged to any budget; the run is handed back for later.
-		var err error
-		bctx, cancel := context.WithTimeout(ctx, e.w.cfg.StatementTimeout)
-		tx, err = e.w.store.Pool().Begin(bctx)
+		// is charged to any budget; the run is handed back for later. Its
+		// transaction begins once the attempt is recorded (see stepTx).
+		cctx, cancel := context.WithTimeout(ctx, e.w.cfg.StatementTimeout)
+		conn, err := e.w.store.Pool().Acquire(cctx)
 		cancel()
 		if err != nil {
 			if context.Cause(e.ctx) != nil {
-				e.abandon("begin the step's transaction", err)
+				e.abandon("take the step's connection", err)
 				exit()
 			}
-			e.log.Warn("tenure: cannot begin a transactional step's transaction; handing the run back", "step", s.n, "error", err)
+			e.log.Warn("tenure: cannot take a connection for a transactional step; handing the run back", "step", s.n, "error", err)
 			e.releaseAfter(e.w.cfg.PollInterval, "database unavailable before the call")
 			exit()
 		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
+		stx = &stepTx{conn: conn}
+		defer stx.end(context.WithoutCancel(ctx))
 	}
 	s.attempt++
 	info := Attempt{
@@ -213,7 +208,15 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: sdk.AttemptFailed, ErrorMessage: msg})
 	}
 
-	out, stack, callErr := s.invoke(actx, tx, rescue, timeout)
+	if stx != nil {
+		if err := stx.begin(ctx, e.w.store.Pool(), e.w.cfg.LeaseTTL, e.w.cfg.StatementTimeout); err != nil {
+			// Recorded and never invoked, like a checkpoint that could not
+			// be written: the attempt is lost, and rescued.
+			e.abandon("begin the step's transaction", err)
+			exit()
+		}
+	}
+	out, stack, callErr := s.invoke(actx, stx, rescue, timeout)
 	ran := time.Since(began)
 
 	if callErr == nil {
@@ -234,7 +237,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
-	if tx != nil && s.txLost && context.Cause(e.ctx) == nil {
+	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil {
 		// The step's transaction lost its connection (a database restart,
 		// a network cut): its writes rolled back with it, and the error is
 		// the database's, not the activity's. Like a transaction that could
@@ -295,7 +298,7 @@ var errRetry = errors.New("retry")
 // invoke calls the activity once under the attempt's context and timeout (0: none),
 // inside a transaction for a transactional activity, turning a panic into an
 // error with its stack.
-func (s *stepRun) invoke(ctx context.Context, tx pgx.Tx, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
+func (s *stepRun) invoke(ctx context.Context, stx *stepTx, rescue bool, timeout time.Duration) (out, stack []byte, err error) {
 	e := s.e
 	actx := activities.WithInfo(ctx, activities.Info{
 		RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: s.act.Name(), Step: s.n,
@@ -316,25 +319,19 @@ func (s *stepRun) invoke(ctx context.Context, tx pgx.Tx, rescue bool, timeout ti
 		out, err = s.act.Invoke(actx, nil, s.input)
 		return out, nil, err
 	}
-	out, err = s.invokeTx(actx, tx)
+	out, err = s.invokeTx(actx, stx)
 	return out, nil, err
 }
 
 // invokeTx runs a transactional activity: its writes and the step's
 // checkpoint commit in one transaction, which the fenced checkpoint rolls
 // back when the lease was lost.
-func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
+func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 	e := s.e
-	s.txLost = false
-	committing := false // from then on the connection may be back in the pool
+	tx := stx.tx
 	// Rolled back before a retry's delay, not at the end of the attempt: a
 	// failed attempt's transaction must not hold its connection meanwhile.
-	defer func() {
-		if !committing {
-			s.txLost = tx.Conn().IsClosed()
-		}
-		_ = tx.Rollback(context.WithoutCancel(actx)) // no-op after commit
-	}()
+	defer stx.end(context.WithoutCancel(actx)) // no rollback after commit
 	out, err := s.act.Invoke(actx, tx, s.input)
 	if err != nil {
 		return nil, err
@@ -352,7 +349,6 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 		e.lose("transactional step refused by fencing")
 		exit()
 	}
-	committing = true
 	if err := tx.Commit(cctx); err != nil {
 		if sqlState(err) != "" {
 			return nil, fmt.Errorf("commit step transaction: %w", err)
@@ -371,7 +367,7 @@ func (s *stepRun) invokeTx(actx context.Context, tx pgx.Tx) ([]byte, error) {
 			exit()
 		}
 		if st := steps[s.n]; st.Status != store.StepCompleted {
-			s.txLost = true
+			stx.connLost = true
 			return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 		}
 		e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/committer"
+	"github.com/tenurehq/tenure/internal/listener"
 	"github.com/tenurehq/tenure/internal/override"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -453,38 +454,34 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 	return len(claimed) == free, nil
 }
 
-// listen wakes the claim loop when a run is announced, reconnecting as needed.
+// listen wakes the claim loop when a run is announced. It reconnects while
+// the database is unreachable and stops for good when its notices do not
+// arrive (a transaction pooler, see package listener), or not at all with
+// PollOnly: the claim loop's poll finds every run anyway, only later.
 func (w *Worker) listen(ctx context.Context) {
-	channel := pgx.Identifier{w.store.RunsChannel()}.Sanitize()
-	for ctx.Err() == nil {
-		err := w.listenOnce(ctx, channel)
-		if ctx.Err() != nil {
-			return
-		}
-		w.cfg.Logger.Warn("tenure: run notifications lost, polling until reconnected", "worker", w.cfg.Label, "error", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(w.cfg.PollInterval):
-		}
+	if w.cfg.PollOnly {
+		return
 	}
-}
-
-func (w *Worker) listenOnce(ctx context.Context, channel string) error {
-	conn, err := w.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		return err
-	}
-	w.signal() // anything announced before LISTEN took effect
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		w.signal()
-	}
+	_ = listener.Run(ctx, listener.Config{
+		Channel: w.store.RunsChannel(),
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			if w.cfg.ListenConfig != nil {
+				return pgx.ConnectConfig(ctx, w.cfg.ListenConfig.Copy())
+			}
+			return w.connect(ctx)
+		},
+		Pool:      w.store.Pool(),
+		Listening: w.signal, // anything announced before LISTEN took effect
+		Notify:    func(string) { w.signal() },
+		Retry:     w.cfg.PollInterval,
+		Timeout:   w.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
+		Logger:    w.cfg.Logger,
+		What:      "run notifications",
+		Meanwhile: fmt.Sprintf("polling every %s", w.cfg.PollInterval),
+		Fix: "Give the worker a direct connection to PostgreSQL for LISTEN (runtime.Config.ListenConfig), " +
+			"or set runtime.Config.PollOnly to poll without listening (docs/operations.md, Connection poolers).",
+		Attrs: []any{"worker", w.cfg.Label},
+	})
 }
 
 // connect opens a connection of the worker's own, outside the pool, with the

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/store"
@@ -21,7 +23,10 @@ type Client struct {
 	maxPayload int
 	poll       time.Duration
 	observer   StartObserver
-	listenIdle time.Duration // how long the LISTEN connection outlives its last waiter
+	listenIdle time.Duration   // how long the LISTEN connection outlives its last waiter
+	listen     *pgx.ConnConfig // the LISTEN connection's; nil: the pool's
+	pollOnly   bool
+	logger     *slog.Logger
 	// statementTimeout bounds each statement the client sends (see bounded).
 	statementTimeout time.Duration
 	notices          notices
@@ -37,6 +42,9 @@ type clientOptions struct {
 	poll             time.Duration
 	observer         StartObserver
 	statementTimeout time.Duration
+	listen           *pgx.ConnConfig
+	pollOnly         bool
+	logger           *slog.Logger
 }
 
 // StartObserver is told of every run a client starts: the hook the otel
@@ -63,7 +71,8 @@ func WithSchema(name string) ClientOption { return func(o *clientOptions) { o.sc
 func WithMaxPayload(n int) ClientOption { return func(o *clientOptions) { o.maxPayload = n } }
 
 // WithPollInterval sets how often Result re-reads a run when no notification
-// arrives (default 1s): the fallback for a lost LISTEN connection. All of a
+// arrives (default 1s): the fallback for a lost LISTEN connection, and the
+// only way Result learns of a run's end with WithPollOnly. All of a
 // client's waiting Result calls share one LISTEN connection, opened beside
 // the pool for the first of them and kept open for a minute after the last
 // (see Client.Close).
@@ -82,21 +91,50 @@ func WithStatementTimeout(d time.Duration) ClientOption {
 	return func(o *clientOptions) { o.statementTimeout = d }
 }
 
+// WithListenConfig has Result LISTEN on connections made from cfg (from
+// pgx.ParseConfig) instead of the pool's settings. A connection pooler in
+// transaction mode (pgbouncer pool_mode=transaction, most hosted poolers)
+// accepts LISTEN but delivers no notification: when the pool goes through
+// one, give a direct connection to PostgreSQL here, or use WithPollOnly.
+// Nothing but LISTEN uses it; see docs/operations.md, "Connection poolers".
+func WithListenConfig(cfg *pgx.ConnConfig) ClientOption {
+	return func(o *clientOptions) { o.listen = cfg }
+}
+
+// WithPollOnly turns LISTEN off: Result re-reads the run at the poll
+// interval only (WithPollInterval), so it returns up to that long after the
+// run ended, and the client opens no connection of its own. A client that
+// listens checks once that its notifications arrive; when they do not, it
+// logs why and falls back to polling by itself. WithPollOnly and
+// WithListenConfig are exclusive.
+func WithPollOnly() ClientOption { return func(o *clientOptions) { o.pollOnly = true } }
+
+// WithLogger sets where the client logs its warnings: lost notifications,
+// and notifications that do not arrive. Default slog.Default().
+func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
+
 // NewClient returns a client on pool. A configuration error (a nil pool, an
 // invalid schema name, a non-positive limit, interval or timeout) is returned
 // by every call of the client, which then sends nothing to the database.
 func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
-	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second, statementTimeout: DefaultStatementTimeout}
+	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second,
+		statementTimeout: DefaultStatementTimeout, logger: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
 	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle,
-		statementTimeout: o.statementTimeout}
+		statementTimeout: o.statementTimeout, listen: o.listen, pollOnly: o.pollOnly, logger: o.logger}
 	c.starts.lockWait = flushLockWait
-	if err == nil && (o.maxPayload <= 0 || o.poll <= 0 || o.statementTimeout <= 0) {
+	switch {
+	case err != nil:
+	case o.maxPayload <= 0 || o.poll <= 0 || o.statementTimeout <= 0:
 		c.err = fmt.Errorf("sdk.NewClient: max payload (%d), poll interval (%s) and statement timeout (%s) must be positive",
 			o.maxPayload, o.poll, o.statementTimeout)
+	case o.pollOnly && o.listen != nil:
+		c.err = errors.New("sdk.NewClient: WithPollOnly and WithListenConfig are exclusive: a poll-only client does not LISTEN")
+	case o.logger == nil:
+		c.err = errors.New("sdk.NewClient: nil logger")
 	}
 	return c
 }

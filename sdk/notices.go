@@ -2,12 +2,16 @@ package sdk
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/internal/listener"
 )
 
 // listenIdle is how long the LISTEN connection stays open after its last
@@ -26,7 +30,10 @@ type notices struct {
 	stop    context.CancelFunc // stops the running listener; nil when none runs
 	idle    *time.Timer        // stops it after listenIdle without waiters
 	closed  bool
-	wg      sync.WaitGroup // the listener goroutines, current and stopping
+	// undelivered is set when the listener found that notices do not
+	// arrive (a transaction pooler): waiters poll from then on.
+	undelivered bool
+	wg          sync.WaitGroup // the listener goroutines, current and stopping
 }
 
 // subscribe registers a waiter for run id; the channel receives a value when
@@ -44,7 +51,7 @@ func (n *notices) subscribe(c *Client, id uuid.UUID) chan struct{} {
 		n.idle.Stop()
 		n.idle = nil
 	}
-	if n.stop == nil && !n.closed {
+	if n.stop == nil && !n.closed && !n.undelivered && !c.pollOnly {
 		ctx, cancel := context.WithCancel(context.Background())
 		n.stop = cancel
 		n.wg.Add(1)
@@ -129,39 +136,33 @@ func (n *notices) wakeAll() {
 	}
 }
 
-// listen LISTENs on the done channel until ctx ends, reconnecting after a
-// failure; meanwhile the waiters poll.
+// listen LISTENs on the done channel until ctx ends (see package
+// listener), reconnecting after a failure; meanwhile the waiters poll. When
+// notices do not arrive it stops, and no listener starts again.
 func (n *notices) listen(ctx context.Context, c *Client) {
 	defer n.wg.Done()
-	channel := "LISTEN " + pgx.Identifier{c.store.DoneChannel()}.Sanitize()
-	retry := min(c.poll, time.Second)
-	for ctx.Err() == nil {
-		// Connecting and LISTEN have the statement deadline; the wait for
-		// notices has none.
-		sctx, cancel := c.bounded(ctx)
-		conn, err := pgx.ConnectConfig(sctx, c.store.Pool().Config().ConnConfig.Copy())
-		if err == nil {
-			_, err = conn.Exec(sctx, channel)
-		}
-		cancel()
-		if conn != nil {
-			if err == nil {
-				n.wakeAll()
-				for {
-					note, err := conn.WaitForNotification(ctx)
-					if err != nil {
-						break
-					}
-					n.wake(note.Payload)
-				}
+	err := listener.Run(ctx, listener.Config{
+		Channel: c.store.DoneChannel(),
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			if c.listen != nil {
+				return pgx.ConnectConfig(ctx, c.listen.Copy())
 			}
-			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = conn.Close(closeCtx)
-			cancel()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(retry):
-		}
+			return pgx.ConnectConfig(ctx, c.store.Pool().Config().ConnConfig.Copy())
+		},
+		Pool:      c.store.Pool(),
+		Listening: n.wakeAll,
+		Notify:    n.wake,
+		Retry:     min(c.poll, time.Second), // a reconnection is cheap next to a long poll
+		Timeout:   c.statementTimeout,       // connecting and LISTEN; the wait for notices has none
+		Logger:    c.logger,
+		What:      "result notifications",
+		Meanwhile: fmt.Sprintf("Result polling every %s", c.poll),
+		Fix: "Give the client a direct connection to PostgreSQL for LISTEN (sdk.WithListenConfig), " +
+			"or use sdk.WithPollOnly to poll without listening (docs/operations.md, Connection poolers).",
+	})
+	if errors.Is(err, listener.ErrNotDelivered) {
+		n.mu.Lock()
+		n.undelivered = true
+		n.mu.Unlock()
 	}
 }

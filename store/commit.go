@@ -149,13 +149,13 @@ type commitBatch struct {
 	has [kinds]map[int]bool // write index -> has that part
 
 	done struct {
-		ids             [][16]byte
+		ids             []uuidParam
 		epochs          []int64
 		steps, attempts []int32
-		outputs         [][]byte
+		outputs         []jsonParam
 	}
 	end struct {
-		ids                   [][16]byte
+		ids                   []uuidParam
 		epochs                []int64
 		steps, attempts       []int32
 		status, msg, typ, stk []string
@@ -163,28 +163,28 @@ type commitBatch struct {
 		sources               []string
 	}
 	failStep struct {
-		ids                  [][16]byte
+		ids                  []uuidParam
 		epochs               []int64
 		steps                []int32
 		reasons, msgs, types []string
 		values               []string // JSON as text, "" for none: sent as text in every exec mode
 	}
 	start struct {
-		ids                           [][16]byte
+		ids                           []uuidParam
 		epochs                        []int64
 		steps, attempts               []int32
 		activities, workers, traceIDs []string
 		spanIDs                       []string
-		policies                      [][]byte
+		policies                      []jsonParam
 		rescues                       []bool
 	}
 	complete struct {
-		ids     [][16]byte
+		ids     []uuidParam
 		epochs  []int64
-		outputs [][]byte
+		outputs []jsonParam
 	}
 	fail struct {
-		ids                          [][16]byte
+		ids                          []uuidParam
 		epochs                       []int64
 		steps                        []*int32
 		activities                   []*string
@@ -192,12 +192,12 @@ type commitBatch struct {
 		reasons, msgs, types, stacks []string
 	}
 	release struct {
-		ids    [][16]byte
+		ids    []uuidParam
 		epochs []int64
 		delays []int64
 	}
 	ended struct { // runs this batch ends, announced on the done channel
-		ids    [][16]byte
+		ids    []uuidParam
 		epochs []int64
 	}
 	wakeRuns bool // a run was released due at once
@@ -214,12 +214,12 @@ func (c *commitBatch) mark(k kind, i int) {
 }
 
 func (c *commitBatch) add(i int, w *Write) {
-	id, ep := [16]byte(w.Lease.RunID), w.Lease.Epoch
+	id, ep := uuidArg(w.Lease.RunID), w.Lease.Epoch
 	if d := w.StepDone; d != nil {
 		c.mark(kindStepDone, i)
 		c.done.ids, c.done.epochs = append(c.done.ids, id), append(c.done.epochs, ep)
 		c.done.steps, c.done.attempts = append(c.done.steps, int32(d.Step)), append(c.done.attempts, int32(d.Attempt))
-		c.done.outputs = append(c.done.outputs, d.Output)
+		c.done.outputs = append(c.done.outputs, jsonArg(d.Output))
 	}
 	end := w.EndAttempt
 	if w.FailStep != nil && w.FailStep.End != nil {
@@ -251,14 +251,14 @@ func (c *commitBatch) add(i int, w *Write) {
 		x := &c.start
 		x.ids, x.epochs = append(x.ids, id), append(x.epochs, ep)
 		x.steps, x.attempts = append(x.steps, int32(a.Step)), append(x.attempts, int32(a.Attempt))
-		x.activities, x.policies = append(x.activities, a.Activity), append(x.policies, a.Policy)
+		x.activities, x.policies = append(x.activities, a.Activity), append(x.policies, jsonArg(a.Policy))
 		x.rescues, x.workers = append(x.rescues, a.Rescue), append(x.workers, a.Worker)
 		x.traceIDs, x.spanIDs = append(x.traceIDs, a.TraceID), append(x.spanIDs, a.SpanID)
 	}
 	if r := w.CompleteRun; r != nil {
 		c.mark(kindComplete, i)
 		x := &c.complete
-		x.ids, x.epochs, x.outputs = append(x.ids, id), append(x.epochs, ep), append(x.outputs, r.Output)
+		x.ids, x.epochs, x.outputs = append(x.ids, id), append(x.epochs, ep), append(x.outputs, jsonArg(r.Output))
 		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
 	}
 	if f := w.FailRun; f != nil {

@@ -42,7 +42,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 		       r.created_at, r.finished_at, f.id IS NOT NULL, `+failureColumns+`
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
-		WHERE r.id = $1`), [16]byte(id)) // [16]byte: binary, not through driver.Valuer
+		WHERE r.id = $1`), uuidArg(id)) // binary, not through driver.Valuer
 	if err != nil {
 		return Run{}, s.wrap("get run", err)
 	}

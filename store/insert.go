@@ -149,16 +149,17 @@ type insert struct {
 	// when keyless or first): only first items are sent.
 	first []int
 
-	// Columns of the items sent. UUIDs go as [16]byte, which pgx encodes
+	// Columns of the items sent, in types every query execution mode
+	// encodes (see params.go). UUIDs go as pgtype.UUID, which pgx encodes
 	// directly; uuid.UUID would go through driver.Valuer as text.
-	ids                           [][16]byte
+	ids                           []uuidParam
 	workflows, queues, traceparts []string
 	keyCol                        []pgtype.Text // NULL for a keyless run
 	priorities                    []int32
-	inputs                        [][]byte
+	inputs                        []jsonParam
 	delays                        []int64
-	keys                          []string   // distinct keys sent
-	keyedIDs                      [][16]byte // their IDs
+	keys                          []string    // distinct keys sent
+	keyedIDs                      []uuidParam // their IDs
 
 	created  map[[16]byte]bool
 	existing map[string]Inserted // by key: runs that held a key before this call
@@ -169,9 +170,9 @@ func (s *Store) newInsert(runs []NewRun) *insert {
 	n := len(runs)
 	ins := &insert{
 		s: s, runs: runs, first: make([]int, n),
-		ids: make([][16]byte, 0, n), workflows: make([]string, 0, n), queues: make([]string, 0, n),
+		ids: make([]uuidParam, 0, n), workflows: make([]string, 0, n), queues: make([]string, 0, n),
 		traceparts: make([]string, 0, n), keyCol: make([]pgtype.Text, 0, n), priorities: make([]int32, 0, n),
-		inputs: make([][]byte, 0, n), delays: make([]int64, 0, n),
+		inputs: make([]jsonParam, 0, n), delays: make([]int64, 0, n),
 	}
 	var byKey map[string]int
 	for i, r := range runs {
@@ -186,14 +187,14 @@ func (s *Store) newInsert(runs []NewRun) *insert {
 			}
 			byKey[r.Key] = i
 			ins.keys = append(ins.keys, r.Key)
-			ins.keyedIDs = append(ins.keyedIDs, r.ID)
+			ins.keyedIDs = append(ins.keyedIDs, uuidArg(r.ID))
 		}
-		ins.ids = append(ins.ids, r.ID)
+		ins.ids = append(ins.ids, uuidArg(r.ID))
 		ins.workflows = append(ins.workflows, r.Workflow)
 		ins.queues = append(ins.queues, r.Queue)
 		ins.keyCol = append(ins.keyCol, pgtype.Text{String: r.Key, Valid: r.Key != ""})
 		ins.priorities = append(ins.priorities, int32(r.Priority))
-		ins.inputs = append(ins.inputs, r.Input)
+		ins.inputs = append(ins.inputs, jsonArg(r.Input))
 		ins.delays = append(ins.delays, r.Delay.Milliseconds())
 		ins.traceparts = append(ins.traceparts, r.Traceparent)
 	}
@@ -298,7 +299,7 @@ func (ins *insert) readExisting(rows pgx.Rows) error {
 // committed, and the insert waited for the earlier try to end, so it sees
 // what that try recorded.
 func (ins *insert) findEarlier(ctx context.Context, db DB) error {
-	var missing [][16]byte
+	var missing []uuidParam
 	for i, r := range ins.runs {
 		if ins.first[i] != i || ins.created[r.ID] {
 			continue
@@ -306,7 +307,7 @@ func (ins *insert) findEarlier(ctx context.Context, db DB) error {
 		if _, ok := ins.existing[r.Key]; ok && r.Key != "" {
 			continue
 		}
-		missing = append(missing, r.ID)
+		missing = append(missing, uuidArg(r.ID))
 	}
 	if len(missing) == 0 {
 		return nil

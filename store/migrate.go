@@ -63,7 +63,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 		return err
 	}
 	schema := pgx.Identifier{o.schema}.Sanitize()
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	return poolerError(pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// One migrator per schema at a time; the lock ends with the transaction.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.' || $1))`, o.schema); err != nil {
 			return fmt.Errorf("migrate: lock: %w", err)
@@ -97,7 +97,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 			}
 		}
 		return nil
-	})
+	}))
 }
 
 // MigrationStatus is one migration and whether the database has it.
@@ -131,7 +131,7 @@ func version(ctx context.Context, db DB, schema string) (int, error) {
 		if isUndefined(err) {
 			return 0, fmt.Errorf("%w (schema %q)", ErrSchemaMissing, schema)
 		}
-		return 0, fmt.Errorf("read schema version: %w", err)
+		return 0, fmt.Errorf("read schema version: %w", poolerError(err))
 	}
 	if v == nil {
 		return 0, nil

@@ -118,10 +118,10 @@ type Lease struct {
 // on a connection of its own, so that a pool busy with activities cannot
 // starve the heartbeat.
 func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration) (map[Lease]bool, error) {
-	ids := make([][16]byte, len(leases))
+	ids := make([]uuidParam, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
-		ids[i], epochs[i] = l.RunID, l.Epoch
+		ids[i], epochs[i] = uuidArg(l.RunID), l.Epoch
 	}
 	rows, err := db.Query(ctx, s.sql(`
 		WITH h AS (

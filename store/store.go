@@ -30,6 +30,18 @@ var ErrSchemaTooNew = errors.New("tenure schema is newer than this binary knows"
 // cancelled), so the write was discarded.
 var ErrLeaseLost = errors.New("lease lost")
 
+// ErrTransactionPooler is returned (wrapping PostgreSQL's error) when a
+// statement fails because pgx's prepared statements met a connection pooler
+// in transaction mode, such as pgbouncer with pool_mode=transaction: the
+// pooler hands each transaction whatever server connection is free, so a
+// statement pgx prepared on one is missing on the next (26000), or another
+// client's is already there (42P05). The fix is in the database URL:
+// default_query_exec_mode=cache_describe or exec (see docs/operations.md,
+// "Connection poolers").
+var ErrTransactionPooler = errors.New("prepared statements do not survive a transaction pooler " +
+	"(pgbouncer pool_mode=transaction or the like): add default_query_exec_mode=cache_describe " +
+	"(or exec) to the database URL (docs/operations.md, Connection poolers)")
+
 // ErrNotFound is returned when a run with the given ID does not exist.
 var ErrNotFound = errors.New("not found")
 
@@ -145,7 +157,9 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 	return version(ctx, s.pool, s.schema)
 }
 
-// wrap turns errors that mean "no schema" into ErrSchemaMissing and adds context.
+// wrap turns errors that mean "no schema" into ErrSchemaMissing, and those
+// of prepared statements through a transaction pooler into
+// ErrTransactionPooler, and adds context.
 func (s *Store) wrap(what string, err error) error {
 	if err == nil {
 		return nil
@@ -153,7 +167,38 @@ func (s *Store) wrap(what string, err error) error {
 	if isUndefined(err) {
 		return fmt.Errorf("%s: %w (schema %q)", what, ErrSchemaMissing, s.schema)
 	}
+	if isPooledStatement(err) {
+		return fmt.Errorf("%s: %w: %w", what, ErrTransactionPooler, err)
+	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// poolerError is wrap's ErrTransactionPooler alone, for the entry points
+// outside a Store (Migrate, Status).
+func poolerError(err error) error {
+	if err != nil && isPooledStatement(err) && !errors.Is(err, ErrTransactionPooler) {
+		return fmt.Errorf("%w: %w", ErrTransactionPooler, err)
+	}
+	return err
+}
+
+// isPooledStatement reports whether err is PostgreSQL refusing a prepared
+// statement the way it does behind a transaction pooler. Tenure prepares no
+// statement by name itself: pgx's statement cache (stmtcache_…) does, in
+// its default exec mode, and a pooler that moves the client to another
+// server connection between transactions makes that cache lie.
+func isPooledStatement(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "42P05", "26000": // duplicate_prepared_statement, invalid_sql_statement_name
+		return true
+	case "08P01": // protocol_violation: a bind to a statement of the same name but other text
+		return strings.Contains(pgErr.Message, "prepared statement")
+	}
+	return false
 }
 
 // isUndefined reports whether err is Postgres saying a table or schema does not exist.

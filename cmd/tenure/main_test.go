@@ -53,8 +53,14 @@ func (r result) String() string {
 // tenure runs the binary against the test database and schema.
 func tenure(t *testing.T, schema string, args ...string) result {
 	t.Helper()
+	return tenureAt(t, pgtest.URL(t), schema, args...)
+}
+
+// tenureAt runs the binary against the database at url and schema.
+func tenureAt(t *testing.T, url, schema string, args ...string) result {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), bin, append([]string{"--schema", schema}, args...)...)
-	cmd.Env = append(withoutDatabaseURL(os.Environ()), "DATABASE_URL="+pgtest.URL(t))
+	cmd.Env = append(withoutDatabaseURL(os.Environ()), "DATABASE_URL="+url)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

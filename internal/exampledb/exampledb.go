@@ -40,3 +40,34 @@ func Open() (pool *pgxpool.Pool, schema string, closeFn func()) {
 		pool.Close()
 	}
 }
+
+// Pooler starts a pgbouncer in transaction mode in front of the test
+// database (see pgtest.StartPgbouncer) for Examples of running behind a
+// connection pooler. It returns the URL through the pgbouncer (ending in
+// ?sslmode=disable, so that settings are appended with &), the direct URL
+// of the database, a schema name of the Example's own (not yet created: the
+// Example migrates it through the pooler), and a function that drops the
+// schema and stops the pgbouncer. It panics when either cannot be had.
+func Pooler() (pooledURL, directURL, schema string, closeFn func()) {
+	directURL, err := pgtest.SharedURL()
+	if err != nil {
+		panic(fmt.Sprintf("exampledb: no test database: %v", err))
+	}
+	pooledURL, stop, err := pgtest.StartPgbouncer(directURL, "transaction")
+	if err != nil {
+		panic(fmt.Sprintf("exampledb: %v", err))
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema = "ex_" + hex.EncodeToString(b[:])
+	return pooledURL, directURL, schema, func() {
+		defer stop()
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, directURL)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	}
+}

@@ -100,34 +100,41 @@ func newRunner(glob string) (*runner, error) {
 	if os.Geteuid() != 0 {
 		return r, nil
 	}
+	r.user, r.uid, r.gid, r.runuser, err = postgresUser("PostgreSQL")
+	if err != nil {
+		return nil, fmt.Errorf("%w; or set DATABASE_URL", err)
+	}
+	return r, nil
+}
+
+// postgresUser returns the postgres user and the runuser program that runs
+// prog (which refuses to run as root) as that user, for a root process.
+func postgresUser(prog string) (name string, uid, gid int, runuser string, err error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to run as root, "+
-			"but there is no postgres user to run it as (%v); create one (useradd --system postgres) "+
-			"or set DATABASE_URL", err)
+		return "", 0, 0, "", fmt.Errorf("running as root, and %s refuses to run as root, "+
+			"but there is no postgres user to run it as (%v); create one (useradd --system postgres)", prog, err)
 	}
-	r.user = u.Username
-	if r.uid, err = strconv.Atoi(u.Uid); err != nil {
-		return nil, fmt.Errorf("postgres user: uid %q: %v", u.Uid, err)
+	if uid, err = strconv.Atoi(u.Uid); err != nil {
+		return "", 0, 0, "", fmt.Errorf("postgres user: uid %q: %v", u.Uid, err)
 	}
-	if r.gid, err = strconv.Atoi(u.Gid); err != nil {
-		return nil, fmt.Errorf("postgres user: gid %q: %v", u.Gid, err)
+	if gid, err = strconv.Atoi(u.Gid); err != nil {
+		return "", 0, 0, "", fmt.Errorf("postgres user: gid %q: %v", u.Gid, err)
 	}
-	r.runuser, err = exec.LookPath("runuser")
+	runuser, err = exec.LookPath("runuser")
 	if err != nil {
 		for _, p := range []string{"/usr/sbin/runuser", "/sbin/runuser"} {
 			if isExecutable(p) {
-				r.runuser, err = p, nil
+				runuser, err = p, nil
 				break
 			}
 		}
 	}
 	if err != nil {
-		return nil, errors.New("running as root, so PostgreSQL must run as the postgres user, " +
-			"but runuser (util-linux) was not found; install it, run the tests as a non-root user, " +
-			"or set DATABASE_URL")
+		return "", 0, 0, "", fmt.Errorf("running as root, so %s must run as the postgres user, "+
+			"but runuser (util-linux) was not found; install it, or run the tests as a non-root user", prog)
 	}
-	return r, nil
+	return u.Username, uid, gid, runuser, nil
 }
 
 // findBinDir returns a folder holding initdb, pg_ctl and postgres: the one

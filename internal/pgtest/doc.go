@@ -56,4 +56,15 @@
 //
 // [Pool] is the shortcut when the default search_path is enough, for
 // example when queries qualify table names with the schema.
+//
+// # Connection poolers
+//
+// [Pgbouncer] starts a real pgbouncer in front of the test database, on a
+// free port and with a configuration of its own, for tests of what works
+// through a pooler in transaction mode:
+//
+//	url := pgtest.Pgbouncer(t, pgtest.URL(t), "transaction") + "&default_query_exec_mode=exec"
+//
+// A machine without pgbouncer fails such tests, saying how to install it
+// (apt-get install -y pgbouncer).
 package pgtest

@@ -188,3 +188,52 @@ func TestReapOrphans(t *testing.T) {
 		t.Error("orphan server still accepts connections")
 	}
 }
+
+// Through a transaction-mode pgbouncer, many clients share the few server
+// connections of its pool, and the pgbouncer is gone after its test.
+func TestPgbouncer_TransactionModeSharesServerConnections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var through string
+	t.Run("through", func(t *testing.T) {
+		through = Pgbouncer(t, URL(t), "transaction")
+		cfg, err := pgx.ParseConfig(through + "&default_query_exec_mode=exec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const clients = 8
+		pids := make(chan int, clients)
+		errs := make(chan error, clients)
+		for range clients {
+			go func() {
+				conn, err := pgx.ConnectConfig(ctx, cfg)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer conn.Close(ctx)
+				var pid int
+				err = conn.QueryRow(ctx, "SELECT pg_backend_pid() FROM pg_sleep(0.2)").Scan(&pid)
+				pids <- pid
+				errs <- err
+			}()
+		}
+		seen := map[int]bool{}
+		for range clients {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(pids)
+		for pid := range pids {
+			seen[pid] = true
+		}
+		if len(seen) > PgbouncerPoolSize {
+			t.Fatalf("%d clients used %d server connections; want at most %d", clients, len(seen), PgbouncerPoolSize)
+		}
+	})
+	if conn, err := connect(ctx, through); err == nil {
+		conn.Close(ctx)
+		t.Error("pgbouncer still accepts connections after its test")
+	}
+}
