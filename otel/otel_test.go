@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/policy"
@@ -31,7 +32,7 @@ import (
 	"github.com/tenurehq/tenure/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 // env is one test's Tenure with in-memory span and metric recorders.
 type env struct {

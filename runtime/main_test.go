@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -22,7 +23,7 @@ import (
 )
 
 // Every worker goroutine has an owner that waits for it: none may outlive its test.
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 // env is one test's isolated Tenure: a migrated schema, a pool and a client.
 type env struct {

@@ -15,13 +15,13 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
-	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 type OrderIn struct {
 	ID     string

@@ -47,9 +47,3 @@ func URL(t TB) string {
 // Without it, a private cluster outlives its test process until the next
 // one started on the machine finds it orphaned and removes it.
 func Main(m *testing.M) int { return pgtest.Main(m) }
-
-// MainNoLeaks is Main that also fails the test process when the tests pass
-// but leave goroutines behind (go.uber.org/goleak): every Env stops its
-// worker, client and pool at cleanup, so a leak is a goroutine of the code
-// under test, such as an activity that ignores its context.
-func MainNoLeaks(m *testing.M) int { return pgtest.MainNoLeaks(m) }

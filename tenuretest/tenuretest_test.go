@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -24,7 +25,7 @@ import (
 
 // The kit's worker, client and pool are long-lived components: none may
 // outlive its test.
-func TestMain(m *testing.M) { os.Exit(tenuretest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 func newShop(t *testing.T, opts ...tenuretest.Option) *tenuretest.Env {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := pgtest.MainNoLeaks(m)
+	code := noleaks.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/invariant"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 	workerBinary, buildErr = fleet.Build(ctx, dir)
 	cancel()
 	// Every process and the goroutines reading it are reaped by their test.
-	code := pgtest.MainNoLeaks(m)
+	code := noleaks.Main(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/committer"
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 // setup returns a started committer on a fresh schema and n claimed runs.
 func setup(t *testing.T, n int) (*committer.Committer, *store.Store, []store.Lease) {

@@ -13,10 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/listener"
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 // logs records what a listener logs.
 type logs struct {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 )
 
 // EnvVar is the environment variable naming an existing PostgreSQL server to
@@ -179,18 +178,4 @@ func ProgramURL(out io.Writer) (url string, private bool, stop func(), err error
 		return "", false, nil, fmt.Errorf("no database: set DATABASE_URL or install PostgreSQL: %w", err)
 	}
 	return u, true, func() { _ = stopCluster() }, nil
-}
-
-// MainNoLeaks is Main for packages that test long-lived components (workers,
-// listeners): after the tests pass it fails the run if any goroutine is left
-// behind, since every goroutine must have an owner that waits for it.
-func MainNoLeaks(m *testing.M) int {
-	code := Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	return code
 }

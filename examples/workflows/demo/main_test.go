@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 )
 
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(pgtest.MainNoLeaks(m))
+	os.Exit(noleaks.Main(m))
 }
 
 func TestDemo_ShowsRetriesARescueAndAFailureRow(t *testing.T) {

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/sdk"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 func TestErrorTypes_EachErrorGetsItsOwnPolicy(t *testing.T) {
 	var out bytes.Buffer

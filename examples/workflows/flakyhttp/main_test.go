@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/sdk"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.MainNoLeaks(m)) }
+func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }
 
 func TestFlakyHTTP_WaitsWhatTheServerAsksAndRecordsIt(t *testing.T) {
 	var out bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(pgtest.MainNoLeaks(m))
+	os.Exit(noleaks.Main(m))
 }
 
 func TestPoisonPill_QuarantinedByTheRescueBudget(t *testing.T) {
