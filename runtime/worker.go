@@ -59,7 +59,9 @@ var ErrNotRunning = errors.New("worker not running")
 const troubleLogEvery = 30 * time.Second
 
 // Worker claims and executes runs of the workflows registered on it.
-// Create it with NewWorker, register workflows, then call Run.
+// Create it with NewWorker, register workflows, then call Start, which
+// returns start-up errors and runs the worker in the background, and
+// Shutdown to drain it (or Run, which blocks until the worker stops).
 type Worker struct {
 	cfg       Config
 	store     *store.Store

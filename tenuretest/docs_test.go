@@ -12,45 +12,49 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/snippets"
 	"github.com/tenurehq/tenure/tenuretest"
 )
-
-// goBlock finds the ```go blocks of a Markdown file.
-var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 
 // TestDocs_TestingGuideRunsAsWritten builds the Go blocks of docs/testing.md
 // as the module example.com/shop that they say they are (the first block is
 // the package, the others its test files), on this checkout of Tenure, and
 // runs its tests twice: against the test database through DATABASE_URL, and
 // without DATABASE_URL, on a private cluster of their own. Every test must
-// pass both times.
+// pass both times. Line directives make the compiler, and the tests, name
+// the guide's lines.
 func TestDocs_TestingGuideRunsAsWritten(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../docs/testing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlock.FindAllSubmatch(doc, -1)
+	blocks := snippets.Extract("docs/testing.md", doc)
 	if len(blocks) < 5 {
 		t.Fatalf("found %d go blocks in docs/testing.md; the parser or the guide is broken", len(blocks))
+	}
+	guide, err := filepath.Abs("../docs/testing.md")
+	if err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	var tests []string
 	for i, b := range blocks {
-		src := b[1]
+		src := []byte(b.Code)
 		if formatted, err := format.Source(src); err != nil || string(formatted) != string(src) {
-			t.Errorf("block %d is not gofmt'ed (%v)", i+1, err)
+			t.Errorf("%s:%d: the block is not gofmt'ed (%v)", b.File, b.Line, err)
 		}
 		name := fmt.Sprintf("shop_%d_test.go", i)
 		switch {
 		case i == 0 && strings.HasPrefix(string(src), "package shop\n"):
 			name = "shop.go"
 		case i == 0 || !strings.HasPrefix(string(src), "package shop_test\n"):
-			t.Fatalf("block %d is not the package shop (first) or one of its test files", i+1)
+			t.Fatalf("%s:%d: the block is not the package shop (first) or one of its test files", b.File, b.Line)
 		}
 		for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`).FindAllSubmatch(src, -1) {
 			tests = append(tests, string(m[1]))
 		}
+		src = append([]byte(fmt.Sprintf("//line %s:%d:1\n", guide, b.Line)), src...)
 		if err := os.WriteFile(filepath.Join(dir, name), src, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +68,7 @@ func TestDocs_TestingGuideRunsAsWritten(t *testing.T) {
 	// Offline: the module's requirements are Tenure's, already in the module cache.
 	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the guide's module: %v\n%s", err, out)
+		t.Fatalf("build the guide's module: %v\n%s", err, strings.ReplaceAll(string(out), filepath.Dir(filepath.Dir(guide))+string(filepath.Separator), ""))
 	}
 	for _, withURL := range []bool{true, false} {
 		env := withoutDatabaseURL(os.Environ())

@@ -1,0 +1,77 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/exampledb"
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// approval reports what AwaitApproval does: that it started, and the cause
+// its context was cancelled with.
+var approval = struct {
+	started chan struct{}
+	cause   chan error
+}{make(chan struct{}, 1), make(chan error, 1)}
+
+// AwaitApproval waits until its context ends, as an activity blocked on a
+// slow remote system would.
+var AwaitApproval = activities.New("await-approval", func(ctx context.Context, in OrderIn) (string, error) {
+	approval.started <- struct{}{}
+	<-ctx.Done()
+	approval.cause <- context.Cause(ctx)
+	return "", ctx.Err()
+})
+
+// Refund waits for an approval that does not come.
+var Refund = sdk.NewWorkflow("refund", func(ctx context.Context, in OrderIn) (string, error) {
+	return sdk.Execute(ctx, AwaitApproval, in)
+})
+
+// Cancel ends a run that is queued or running. The attempt in flight is
+// recorded interrupted; the worker running it finds its lease gone at its
+// next heartbeat or write and cancels the attempt's context.
+func ExampleClient_Cancel() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+
+	cfg := testWorker(schema)
+	cfg.HeartbeatInterval = 50 * time.Millisecond // notice the cancellation soon
+	w := runtime.NewWorker(pool, cfg)
+	if err := w.Register(Refund); err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer w.Shutdown(ctx)
+	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	defer client.Close()
+
+	run, _ := sdk.Start(ctx, client, Refund, OrderIn{ID: "J-1"})
+	<-approval.started
+	fmt.Println("cancel:", client.Cancel(ctx, run.ID))
+	_, err := run.Result(ctx)
+	fmt.Println("result is ErrCancelled:", errors.Is(err, sdk.ErrCancelled))
+	fmt.Println("the activity saw:", <-approval.cause)
+
+	history, _ := client.History(ctx, run.ID)
+	for _, a := range history {
+		fmt.Println(a.Step, a.Attempt, a.Status, a.ErrorMessage)
+	}
+	err = client.Cancel(ctx, run.ID)
+	fmt.Println("again:", errors.Is(err, store.ErrFinished))
+	// Output:
+	// cancel: <nil>
+	// result is ErrCancelled: true
+	// the activity saw: tenure: lease lost
+	// 1 1 interrupted run cancelled
+	// again: true
+}
