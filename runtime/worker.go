@@ -17,8 +17,8 @@ import (
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/listener"
 	"github.com/tenurehq/tenure/internal/override"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // The cancellation causes of a run's context.

@@ -1,8 +1,8 @@
 package sdk
 
 import (
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
 // The vocabulary of runs, attempts and failures, as recorded in the tables

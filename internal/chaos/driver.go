@@ -18,9 +18,9 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/invariant"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // config is one chaos run's parameters.

@@ -18,8 +18,8 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/workload"
 	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // workerBinary is the worker program, built once for the test process.

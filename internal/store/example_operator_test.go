@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // A bulk requeue: first a dry run to see what would go back, then the

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
 // newStore returns a store on a freshly migrated schema of its own.
