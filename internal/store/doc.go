@@ -1,5 +1,9 @@
-// Package store holds every SQL statement Tenure runs, behind a small typed API,
-// and the migration runner.
+// Package store holds every SQL statement Tenure runs, behind a typed API,
+// and the migration runner. It is internal: workers (runtime,
+// internal/committer), clients (sdk) and the test kit use it directly; users
+// reach it through the public packages, which wrap or alias what they need:
+// store (the schema: Migrate, Status) and operator (runs, failures, requeue,
+// retention, the audit log).
 //
 // Nothing else in Tenure contains SQL. Each statement's comment names the
 // invariant it protects. The invariants that matter most:
@@ -12,7 +16,7 @@
 //   - A run that fails gets its failure row in the same statement, and so the
 //     same transaction, that marks it failed.
 //   - Failure rows are never deleted by the runtime or by a cap. Only an
-//     operator's explicit retention call (PurgeFailures, the SQL function
+//     operator's explicit retention call (operator.PurgeFailures, the SQL function
 //     purge_failures or `tenure purge`) deletes them, and every deletion is
 //     counted in the audit log.
 //

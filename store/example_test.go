@@ -8,7 +8,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/internal/pgtest"
-	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
