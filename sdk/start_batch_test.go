@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
-	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
 )
 
 // newClient returns a client on a freshly migrated schema of its own, closed
@@ -35,7 +35,10 @@ func newClient(t *testing.T, opts ...sdk.ClientOption) (*sdk.Client, *pgxpool.Po
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	c := sdk.NewClient(pool, append([]sdk.ClientOption{sdk.WithSchema(schema)}, opts...)...)
+	c, err := sdk.NewClient(pool, append([]sdk.ClientOption{sdk.WithSchema(schema)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(c.Close)
 	return c, pool, schema
 }

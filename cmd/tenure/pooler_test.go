@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
-	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
 )
 
 // TestDocs_ConnectionPoolersRunThroughPgbouncer runs what the "Connection

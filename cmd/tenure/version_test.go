@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
 )
 
 func TestCLI_VersionNeedsNoDatabase(t *testing.T) {
