@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
 )
 
 func (a *app) versionCommand() *cobra.Command {
