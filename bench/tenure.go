@@ -53,7 +53,12 @@ func newTenureEnv(ctx context.Context, c config) (*tenureEnv, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &tenureEnv{schema: schema, pool: pool, client: sdk.NewClient(pool, sdk.WithSchema(schema))}, nil
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &tenureEnv{schema: schema, pool: pool, client: client}, nil
 }
 
 func (e *tenureEnv) close() {
@@ -62,7 +67,10 @@ func (e *tenureEnv) close() {
 }
 
 func (e *tenureEnv) worker(c config) (*runtime.Worker, error) {
-	w := runtime.NewWorker(e.pool, runtime.Config{Schema: e.schema, Concurrency: c.tenureConcurrency, Logger: quiet})
+	w, err := runtime.NewWorker(e.pool, runtime.Config{Schema: e.schema, Concurrency: c.tenureConcurrency, Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
 	return w, w.Register(benchWF)
 }
 

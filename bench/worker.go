@@ -50,7 +50,10 @@ func workerRun(url, schema string, concurrency int, poolSize int32, in io.Reader
 	}
 	defer pool.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, Concurrency: concurrency, Logger: logger})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, Concurrency: concurrency, Logger: logger})
+	if err != nil {
+		return err
+	}
 	if err := w.Register(benchWF); err != nil {
 		return err
 	}

@@ -35,13 +35,19 @@ func ExampleNew() {
 		panic(err)
 	}
 
-	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, Observer: inst, PollInterval: 20 * time.Millisecond})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, Observer: inst, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Cache)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Cache, "k1")
 	_, _ = run.Result(ctx)

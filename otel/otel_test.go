@@ -25,6 +25,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
@@ -44,6 +45,7 @@ type env struct {
 	reader *sdkmetric.ManualReader
 	inst   *tenureotel.Instrumentation
 	client *sdk.Client
+	op     *operator.Operator
 }
 
 func newEnv(t *testing.T, opts ...tenureotel.Option) *env {
@@ -59,7 +61,12 @@ func newEnv(t *testing.T, opts ...tenureotel.Option) *env {
 		t.Fatal(err)
 	}
 	e.inst = inst
-	e.client = sdk.NewClient(e.pool, sdk.WithSchema(e.schema), sdk.WithStartObserver(inst), sdk.WithPollInterval(50*time.Millisecond))
+	if e.op, err = operator.New(e.pool, operator.WithSchema(e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	if e.client, err = sdk.NewClient(e.pool, sdk.WithSchema(e.schema), sdk.WithStartObserver(inst), sdk.WithPollInterval(50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.client.Close)
 	return e
 }
@@ -68,7 +75,10 @@ func (e *env) worker(cfg runtime.Config, wfs ...sdk.Definition) *runtime.Worker 
 	cfg.Schema, cfg.Observer = e.schema, e.inst
 	cfg.PollInterval = 20 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	w := runtime.NewWorker(e.pool, cfg)
+	w, err := runtime.NewWorker(e.pool, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := w.Register(wfs...); err != nil {
 		e.t.Fatal(err)
 	}
@@ -218,7 +228,7 @@ func TestTraces_RetriedAttemptsAreLinkedSpansWithErrorsAndSQLIDs(t *testing.T) {
 	}
 
 	// The attempts table holds each attempt's trace and span IDs.
-	h, _ := e.client.History(t.Context(), run.ID)
+	h, _ := e.op.History(t.Context(), run.ID)
 	for i, a := range h {
 		sc := attempts[i].SpanContext()
 		if a.TraceID != sc.TraceID().String() || a.SpanID != sc.SpanID().String() {
@@ -275,7 +285,7 @@ func TestTraces_LostAttemptGetsASpanFromItsOriginalStart(t *testing.T) {
 	if _, err := run.Result(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := e.client.History(t.Context(), run.ID)
+	h, _ := e.op.History(t.Context(), run.ID)
 	e.ended("export", 2) // the lost attempt's span, then the rescue's, which ends with the run's completion
 	var lost sdktrace.ReadOnlySpan
 	for _, s := range e.named("export") {

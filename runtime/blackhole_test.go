@@ -72,7 +72,10 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 	wcfg := e.config()
 	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 3*time.Second, 300*time.Millisecond
 	wcfg.Label = "cut-off"
-	cut := runtime.NewWorker(cutPool, wcfg)
+	cut, err := runtime.NewWorker(cutPool, wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cut.Register(wf); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +180,10 @@ func TestBlackhole_ShutdownReturnsByItsDeadlineWhileHoldingRuns(t *testing.T) {
 	})
 	wcfg := e.config()
 	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 3*time.Second, 300*time.Millisecond
-	cut := runtime.NewWorker(cutPool, wcfg)
+	cut, err := runtime.NewWorker(cutPool, wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cut.Register(wf); err != nil {
 		t.Fatal(err)
 	}

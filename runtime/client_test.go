@@ -16,10 +16,11 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 var echo = activities.New("echo", func(ctx context.Context, x in) (int, error) { return x.N, nil })
@@ -104,7 +105,7 @@ func TestRequeue_KeepsRunIDAndHistoryThenCompletes(t *testing.T) {
 		t.Fatal("want a failure first")
 	}
 	fixed.Store(true) // the fix is deployed
-	if err := e.client.Requeue(e.ctx, run.ID); err != nil {
+	if err := e.op.Requeue(e.ctx, run.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := result(t, run); err != nil || out != 5 {
@@ -113,12 +114,12 @@ func TestRequeue_KeepsRunIDAndHistoryThenCompletes(t *testing.T) {
 	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:failed", "1.2:failed", "1.3:succeeded"}) {
 		t.Fatalf("history %v: want the old attempts kept and a fresh budget", got)
 	}
-	open, _ := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: run.ID})
-	all, _ := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: run.ID, IncludeRequeued: true})
+	open, _ := e.op.Failures(e.ctx, operator.FailureFilter{RunID: run.ID})
+	all, _ := e.op.Failures(e.ctx, operator.FailureFilter{RunID: run.ID, IncludeRequeued: true})
 	if len(open) != 0 || len(all) != 1 || all[0].RequeuedAt == nil || all[0].RequeueCount != 1 {
 		t.Fatalf("failure rows open=%v all=%+v: want one, marked requeued once", open, all)
 	}
-	if err := e.client.Requeue(e.ctx, run.ID); !errors.Is(err, store.ErrNotFailed) {
+	if err := e.op.Requeue(e.ctx, run.ID, ""); !errors.Is(err, operator.ErrNotFailed) {
 		t.Fatalf("requeue of a completed run: %v, want ErrNotFailed", err)
 	}
 }
@@ -132,7 +133,7 @@ func TestCancel_QueuedAndRunning(t *testing.T) {
 	if _, err := result(t, queued); !errors.Is(err, sdk.ErrCancelled) {
 		t.Fatalf("Result of cancelled run: %v", err)
 	}
-	if err := e.client.Cancel(e.ctx, queued.ID); !errors.Is(err, store.ErrFinished) {
+	if err := e.client.Cancel(e.ctx, queued.ID); !errors.Is(err, sdk.ErrFinished) {
 		t.Fatalf("second cancel: %v, want ErrFinished", err)
 	}
 
@@ -219,23 +220,33 @@ func TestBadInput_ClearErrors(t *testing.T) {
 	if !errors.As(err, &re) || re.Reason != sdk.ReasonWorkflowError || !strings.Contains(re.Message, "factor") {
 		t.Errorf("invalid per-call policy: %v, want a workflow_error naming the factor", err)
 	}
-	if h, _ := e.client.History(e.ctx, run.ID); len(h) != 0 {
+	if h, _ := e.op.History(e.ctx, run.ID); len(h) != 0 {
 		t.Errorf("an invalid policy ran %d attempts", len(h))
 	}
 }
 
 func TestSchemaMissing_EveryEntryPointSaysRunMigrations(t *testing.T) {
 	pool := pgtest.Pool(t)
-	client := sdk.NewClient(pool, sdk.WithSchema("never_migrated"))
+	client, err := sdk.NewClient(pool, sdk.WithSchema("never_migrated"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(client.Close)
-	_, err := sdk.Start(t.Context(), client, echoWorkflow, in{})
+	_, err = sdk.Start(t.Context(), client, echoWorkflow, in{})
 	if !errors.Is(err, store.ErrSchemaMissing) || !strings.Contains(err.Error(), "run migrations") {
 		t.Fatalf("Start: %v, want ErrSchemaMissing saying to run migrations", err)
 	}
-	if _, err := client.Failures(t.Context(), sdk.FailureFilter{}); !errors.Is(err, store.ErrSchemaMissing) {
+	op, err := operator.New(pool, operator.WithSchema("never_migrated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Failures(t.Context(), operator.FailureFilter{}); !errors.Is(err, store.ErrSchemaMissing) {
 		t.Fatalf("Failures: %v", err)
 	}
-	w := runtime.NewWorker(pool, runtime.Config{Schema: "never_migrated"})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: "never_migrated"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Register(echoWorkflow); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +275,10 @@ func TestMigrate_IdempotentConcurrentAndRefusesNewerSchema(t *testing.T) {
 	if err := store.Migrate(e.ctx, e.pool, store.WithSchema(e.schema)); !errors.Is(err, store.ErrSchemaTooNew) {
 		t.Fatalf("Migrate on a newer schema: %v, want ErrSchemaTooNew", err)
 	}
-	fresh := sdk.NewClient(e.pool, sdk.WithSchema(e.schema))
+	fresh, err := sdk.NewClient(e.pool, sdk.WithSchema(e.schema))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(fresh.Close)
 	if _, err := sdk.Start(e.ctx, fresh, echoWorkflow, in{}); !errors.Is(err, store.ErrSchemaTooNew) {
 		t.Fatalf("Start on a newer schema: %v, want ErrSchemaTooNew", err)
@@ -294,7 +308,10 @@ func TestResult_WaitersShareOneListenerAndHoldNoPooledConnection(t *testing.T) {
 	}
 	t.Cleanup(small.Close)
 	// A poll interval longer than the test: only the notices can wake them.
-	client := sdk.NewClient(small, sdk.WithSchema(e.schema), sdk.WithPollInterval(time.Minute))
+	client, err := sdk.NewClient(small, sdk.WithSchema(e.schema), sdk.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(client.Close)
 
 	var wg sync.WaitGroup

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // Config configures a Worker. Every zero field takes the default its comment

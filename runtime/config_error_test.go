@@ -1,8 +1,6 @@
 package runtime_test
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +10,17 @@ import (
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
-	"github.com/tenurehq/tenure/sdk"
 )
 
-// A worker made with a bad configuration returns the configuration error from
-// Register, Run and Start, reports it in Health, panics in no method, and
-// sends nothing to the database.
-func TestWorker_ConfigurationErrorIsReturnedAndNothingPanics(t *testing.T) {
+// NewWorker returns the configuration error itself, and no worker, without
+// sending anything to the database.
+func TestNewWorker_ReturnsTheConfigurationError(t *testing.T) {
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	wf := sdk.NewWorkflow("w", func(ctx context.Context, x in) (int, error) { return x.N, nil })
 	configs := []struct {
 		name string
 		pool *pgxpool.Pool
@@ -43,43 +38,9 @@ func TestWorker_ConfigurationErrorIsReturnedAndNothingPanics(t *testing.T) {
 	before := pool.Stat().AcquireCount()
 	for _, tc := range configs {
 		t.Run(tc.name, func(t *testing.T) {
-			w := runtime.NewWorker(tc.pool, tc.cfg)
-			calls := []struct {
-				name  string
-				call  func() error
-				isErr bool // the call returns the configuration error
-			}{
-				{"Register", func() error { return w.Register(wf) }, true},
-				{"Run", func() error { return w.Run(ctx) }, true},
-				{"Start", func() error { return w.Start(ctx) }, true},
-				{"Health", w.Health, true},
-				{"Stats", func() error { _ = w.Stats(); return nil }, false},
-				{"Label", func() error { _ = w.Label(); return nil }, false},
-				{"Shutdown", func() error {
-					sctx, cancel := context.WithTimeout(ctx, time.Second)
-					defer cancel()
-					return w.Shutdown(sctx)
-				}, false},
-			}
-			for _, c := range calls {
-				var err error
-				func() {
-					defer func() {
-						if p := recover(); p != nil {
-							t.Fatalf("%s panicked: %v", c.name, p)
-						}
-					}()
-					err = c.call()
-				}()
-				switch {
-				case c.isErr && (err == nil || !strings.Contains(err.Error(), tc.want)):
-					t.Errorf("%s: %v, want the configuration error (%q)", c.name, err, tc.want)
-				case !c.isErr && err != nil:
-					t.Errorf("%s: %v, want nil", c.name, err)
-				}
-			}
-			if err := w.Health(); !errors.Is(err, runtime.ErrNotRunning) {
-				t.Errorf("Health: %v, want ErrNotRunning", err)
+			w, err := runtime.NewWorker(tc.pool, tc.cfg)
+			if w != nil || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewWorker: %v, %v; want no worker and the configuration error (%q)", w, err, tc.want)
 			}
 		})
 	}

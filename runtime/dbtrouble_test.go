@@ -108,7 +108,10 @@ func TestDatabaseError_PermissionDeniedQuarantinesNothingAndReportsUnhealthy(t *
 	cfg := e.config()
 	cfg.LeaseTTL, cfg.HeartbeatInterval = 2*time.Second, 300*time.Millisecond
 	cfg.Logger = slog.New(logs)
-	w := runtime.NewWorker(pool, cfg)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Register(wf); err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,10 @@ func ExampleConfig_transactionPooler() {
 		panic(err)
 	}
 
-	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, ListenConfig: direct})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, ListenConfig: direct})
+	if err != nil {
+		panic(err)
+	}
 	if err := w.Register(Welcome); err != nil {
 		panic(err)
 	}
@@ -45,7 +48,10 @@ func ExampleConfig_transactionPooler() {
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithListenConfig(direct))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithListenConfig(direct))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, err := sdk.Start(ctx, client, Welcome, Greeting{Name: "Ada"})
 	if err != nil {

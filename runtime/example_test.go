@@ -31,19 +31,25 @@ func ExampleWorker() {
 	defer closeDB()
 	ctx := context.Background()
 
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema:      schema,
 		Concurrency: 16,
 		LeaseTTL:    30 * time.Second,
 		Defaults:    []policy.Option{policy.MaxAttempts(5)}, // worker-wide, below activity defaults
 	})
+	if err != nil {
+		panic(err)
+	}
 	if err := w.Register(Welcome); err != nil {
 		panic(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Welcome, Greeting{Name: "Ada"})
 	out, err := run.Result(ctx)
@@ -64,16 +70,25 @@ func ExampleWorker_Start() {
 	defer closeDB()
 	ctx := context.Background()
 
-	unmigrated := runtime.NewWorker(pool, runtime.Config{Schema: "not_migrated"})
+	unmigrated, err := runtime.NewWorker(pool, runtime.Config{Schema: "not_migrated"})
+	if err != nil {
+		panic(err)
+	}
 	_ = unmigrated.Register(Welcome)
 	fmt.Println(errors.Is(unmigrated.Start(ctx), store.ErrSchemaMissing))
 
-	w := runtime.NewWorker(pool, runtime.Config{Schema: schema})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Welcome)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Welcome, Greeting{Name: "Grace"})
 	fmt.Println(run.Result(ctx))
@@ -93,7 +108,10 @@ func ExampleWorker_Health() {
 	defer closeDB()
 	ctx := context.Background()
 
-	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, StatementTimeout: 5 * time.Second})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, StatementTimeout: 5 * time.Second})
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Welcome)
 	fmt.Println(errors.Is(w.Health(), runtime.ErrNotRunning))
 	if err := w.Start(ctx); err != nil {

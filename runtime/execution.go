@@ -14,8 +14,8 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/engine"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // execution is one worker's hold on one run: from claim to completion,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -65,7 +66,7 @@ func TestLease_ExpiredWorkerLosesRunAndItsCompletionIsRejected(t *testing.T) {
 	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
 		t.Fatalf("attempts = %v", got)
 	}
-	h, _ := e.client.History(e.ctx, run.ID)
+	h, _ := e.op.History(e.ctx, run.ID)
 	if h[0].Epoch != 1 || h[1].Epoch != 2 || !h[1].Rescue {
 		t.Fatalf("epochs %d,%d rescue %v; want 1, 2 and a rescue", h[0].Epoch, h[1].Epoch, h[1].Rescue)
 	}
@@ -130,7 +131,7 @@ func TestRescue_ChargesMaxRescuesThenQuarantines(t *testing.T) {
 	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:lost"}) {
 		t.Fatalf("attempts = %v", got)
 	}
-	fs, _ := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: run.ID})
+	fs, _ := e.op.Failures(e.ctx, operator.FailureFilter{RunID: run.ID})
 	if len(fs) != 1 || fs[0].Rescues != 2 || fs[0].Errors != 0 {
 		t.Fatalf("failure rows %+v; want one with 2 rescues and 0 errors (MaxAttempts 1 untouched)", fs)
 	}
@@ -269,7 +270,7 @@ func TestRequeue_IndeterminateRunInvokesTheAtMostOnceStepAgainByDecision(t *test
 		t.Fatalf("Result error = %v, want indeterminate", err)
 	}
 	// An operator checked with the provider: the charge did not go through.
-	if err := e.client.Requeue(e.ctx, run.ID); err != nil {
+	if err := e.op.Requeue(e.ctx, run.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := result(t, run); err != nil || out != 3 {
@@ -278,7 +279,7 @@ func TestRequeue_IndeterminateRunInvokesTheAtMostOnceStepAgainByDecision(t *test
 	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
 		t.Fatalf("attempts = %v", got)
 	}
-	h, _ := e.client.History(e.ctx, run.ID)
+	h, _ := e.op.History(e.ctx, run.ID)
 	if h[1].Rescue {
 		t.Fatal("the attempt after a requeue is a fresh start, not a rescue")
 	}
@@ -336,7 +337,10 @@ func TestLease_HeartbeatIsNotStarvedByActivitiesHoldingThePool(t *testing.T) {
 	wcfg := e.config()
 	wcfg.Concurrency = 4
 	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 400*time.Millisecond, 100*time.Millisecond
-	w1 := runtime.NewWorker(small, wcfg)
+	w1, err := runtime.NewWorker(small, wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w1.Register(wf); err != nil {
 		t.Fatal(err)
 	}

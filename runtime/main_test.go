@@ -17,9 +17,10 @@ import (
 
 	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // Every worker goroutine has an owner that waits for it: none may outlive its test.
@@ -32,6 +33,7 @@ type env struct {
 	pool   *pgxpool.Pool
 	schema string
 	client *sdk.Client
+	op     *operator.Operator
 	store  *store.Store
 	gates  []*gate
 }
@@ -57,9 +59,16 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(client.Close)
-	return &env{t: t, ctx: ctx, pool: pool, schema: schema, store: st, client: client}
+	op, err := operator.New(pool, operator.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: ctx, pool: pool, schema: schema, store: st, client: client, op: op}
 }
 
 // config is a worker configuration fast enough for tests.
@@ -84,7 +93,10 @@ func (e *env) worker(cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker
 // workerCtx is worker started with ctx's values (such as an override table).
 func (e *env) workerCtx(ctx context.Context, cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker {
 	e.t.Helper()
-	w := runtime.NewWorker(e.pool, cfg)
+	w, err := runtime.NewWorker(e.pool, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := w.Register(defs...); err != nil {
 		e.t.Fatal(err)
 	}
@@ -169,7 +181,7 @@ func (e *env) epoch(id uuid.UUID) int64 {
 // statuses lists the attempt statuses of a run, in order.
 func (e *env) statuses(id uuid.UUID) []string {
 	e.t.Helper()
-	h, err := e.client.History(e.ctx, id)
+	h, err := e.op.History(e.ctx, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // logBuffer collects what a logger writes, for tests that read the log.
@@ -66,7 +66,10 @@ func pooledEnv(t *testing.T, execMode string, clientOpts ...sdk.ClientOption) *e
 		t.Fatal(err)
 	}
 	opts := append([]sdk.ClientOption{sdk.WithSchema(schema), sdk.WithPollInterval(50 * time.Millisecond)}, clientOpts...)
-	client := sdk.NewClient(pool, opts...)
+	client, err := sdk.NewClient(pool, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(client.Close)
 	return &env{t: t, ctx: t.Context(), pool: pool, schema: schema, store: st, client: client}
 }
@@ -234,7 +237,10 @@ func TestPooler_WorkerInDefaultExecModeNamesTheFix(t *testing.T) {
 		cfg := e.config()
 		cfg.Logger = log.logger()
 		cfg.PollOnly = true
-		w := runtime.NewWorker(pool, cfg)
+		w, err := runtime.NewWorker(pool, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := w.Register(oneStep(activities.New("noop", func(ctx context.Context, x in) (int, error) { return x.N, nil }))); err != nil {
 			t.Fatal(err)
 		}
@@ -270,8 +276,8 @@ func TestConfig_PollOnlyAndListenConfigAreExclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := runtime.NewWorker(pgtest.Pool(t), runtime.Config{PollOnly: true, ListenConfig: direct})
-	if err := w.Register(oneStep(activities.New("noop", func(ctx context.Context, x in) (int, error) { return x.N, nil }))); err == nil || !strings.Contains(err.Error(), "exclusive") {
-		t.Fatalf("Register with PollOnly and ListenConfig: %v", err)
+	w, err := runtime.NewWorker(pgtest.Pool(t), runtime.Config{PollOnly: true, ListenConfig: direct})
+	if w != nil || err == nil || !strings.Contains(err.Error(), "exclusive") {
+		t.Fatalf("NewWorker with PollOnly and ListenConfig: %v, %v", w, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -108,12 +109,12 @@ func TestPanic_InActivityAndWorkflowIsCapturedWithStack(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != sdk.ReasonPanic {
 			t.Fatalf("Result error = %v, want panic", err)
 		}
-		fs, _ := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: r.ID})
+		fs, _ := e.op.Failures(e.ctx, operator.FailureFilter{RunID: r.ID})
 		if len(fs) != 1 || (r == r2 && !strings.Contains(fs[0].ErrorStack, "goroutine")) {
 			t.Fatalf("failure rows %+v: want one, with the workflow's stack", fs)
 		}
 	}
-	h, _ := e.client.History(e.ctx, r1.ID)
+	h, _ := e.op.History(e.ctx, r1.ID)
 	if len(h) != 1 || h[0].ErrorType != "panic" || !strings.Contains(h[0].ErrorStack, "replay_test.go") {
 		t.Fatalf("activity panic attempts %+v: want one attempt with the stack (a panic is not retried)", h)
 	}
@@ -137,7 +138,7 @@ func TestShutdown_InterruptsAttemptChargesNoBudgetAndHandsOver(t *testing.T) {
 	if s := e.runStatus(run.ID); s != "queued" {
 		t.Fatalf("after shutdown the run is %q, want queued for another worker", s)
 	}
-	h, _ := e.client.History(e.ctx, run.ID)
+	h, _ := e.op.History(e.ctx, run.ID)
 	if len(h) != 1 || h[0].Status != "interrupted" || !strings.Contains(h[0].ErrorMessage, "shutting down") {
 		t.Fatalf("attempts %+v, want one interrupted", h)
 	}

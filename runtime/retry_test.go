@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -48,7 +49,7 @@ func TestRetry_UntilSuccessRecordsEveryAttempt(t *testing.T) {
 	if err != nil || out != 42 {
 		t.Fatalf("Result = %d, %v; want 42, nil", out, err)
 	}
-	h, err := e.client.History(e.ctx, run.ID)
+	h, err := e.op.History(e.ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestRetry_JitteredDelayIsRecordedWithItsSource(t *testing.T) {
 	if _, err := result(t, run); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := e.client.History(e.ctx, run.ID)
+	h, _ := e.op.History(e.ctx, run.ID)
 	if h[0].Delay == nil || *h[0].Delay > 200*time.Millisecond || h[0].DelaySource != "jitter" {
 		t.Fatalf("first attempt: delay %v source %q; want <= 200ms from jitter", h[0].Delay, h[0].DelaySource)
 	}
@@ -108,7 +109,7 @@ func TestRetry_ExhaustedWritesFailureRowWithTheRunsFailure(t *testing.T) {
 	if !errors.As(err, &re) || re.Reason != sdk.ReasonRetriesExhausted || re.Step != 1 || re.Activity != "always-fails" || re.Message != "upstream down" {
 		t.Fatalf("Result error = %#v, want retries_exhausted at step 1", err)
 	}
-	fs, err := e.client.Failures(e.ctx, sdk.FailureFilter{Reason: sdk.ReasonRetriesExhausted})
+	fs, err := e.op.Failures(e.ctx, operator.FailureFilter{Reason: sdk.ReasonRetriesExhausted})
 	if err != nil || len(fs) != 1 {
 		t.Fatalf("Failures = %v, %v; want one row", fs, err)
 	}
@@ -161,7 +162,7 @@ func TestRetry_RetryAfterHintIsHonouredAndRecorded(t *testing.T) {
 	if _, err := result(t, run); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := e.client.History(e.ctx, run.ID)
+	h, _ := e.op.History(e.ctx, run.ID)
 	if h[0].Delay == nil || *h[0].Delay != 120*time.Millisecond || h[0].DelaySource != "retry-after" {
 		t.Fatalf("first attempt delay %v source %q, want 120ms retry-after", h[0].Delay, h[0].DelaySource)
 	}

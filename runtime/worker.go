@@ -17,8 +17,8 @@ import (
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/listener"
 	"github.com/tenurehq/tenure/internal/override"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // The cancellation causes of a run's context.
@@ -51,7 +51,7 @@ type Stats struct {
 }
 
 // ErrNotRunning is what Health returns for a worker that is not running:
-// not started yet, stopped, or unable to start for its configuration.
+// not started yet, stopped, or unable to start.
 var ErrNotRunning = errors.New("worker not running")
 
 // troubleLogEvery is how often a database error that keeps repeating on one
@@ -66,7 +66,6 @@ type Worker struct {
 	cfg       Config
 	store     *store.Store
 	committer *committer.Committer // every fenced write of every run goes through it
-	err       error
 
 	mu        sync.Mutex
 	workflows map[string]sdk.Definition
@@ -94,21 +93,30 @@ type Worker struct {
 	serving                  atomic.Bool  // between the start of Run and its return
 }
 
-// NewWorker returns a worker on pool. A configuration error (a nil pool, an
-// invalid schema name, an out-of-range duration, a bad default policy) is
-// returned by Register, Run and Start and wrapped by Health; Stats, Label and
-// Shutdown work on such a worker, which never touches the database.
-func NewWorker(pool *pgxpool.Pool, cfg Config) *Worker {
+// NewWorker returns a worker on pool, or the configuration error: a nil
+// pool, an invalid schema name, an out-of-range duration or count, a bad
+// default policy. It sends nothing to the database: Run and Start check the
+// schema.
+func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
+	if pool == nil {
+		return nil, errors.New("runtime.NewWorker: nil pool")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(pool, store.WithSchema(cfg.Schema))
+	if err != nil {
+		return nil, err
+	}
 	w := &Worker{
+		cfg:       cfg,
+		store:     st,
 		workflows: map[string]sdk.Definition{},
 		running:   map[uuid.UUID]*execution{},
 		wake:      make(chan struct{}, 1),
 		stopClaim: make(chan struct{}),
 		done:      make(chan struct{}),
-	}
-	w.cfg, w.err = cfg.withDefaults()
-	if w.err == nil {
-		w.store, w.err = store.New(pool, store.WithSchema(w.cfg.Schema))
 	}
 	w.committer = committer.New(committer.Config{
 		Store: w.store, Connect: w.connect, Timeout: w.cfg.StatementTimeout,
@@ -123,7 +131,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) *Worker {
 	w.claims = newTrouble("claim runs", troubleLogEvery, log, observe)
 	w.renewals = newTrouble("renew leases", troubleLogEvery, log, observe)
 	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
-	return w
+	return w, nil
 }
 
 // DatabaseObserver is an optional interface of an Observer (the otel
@@ -143,9 +151,6 @@ type DatabaseObserver interface {
 // budgets), so a worker reporting trouble needs its database fixed, not a
 // restart.
 func (w *Worker) Health() error {
-	if w.err != nil {
-		return fmt.Errorf("%w: %w", ErrNotRunning, w.err)
-	}
 	if !w.serving.Load() {
 		return ErrNotRunning
 	}
@@ -164,9 +169,6 @@ func (w *Worker) Label() string { return w.cfg.Label }
 // and visible in SQL. Registering twice the same name, or after Run started,
 // is an error.
 func (w *Worker) Register(defs ...sdk.Definition) error {
-	if w.err != nil {
-		return w.err
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
@@ -204,8 +206,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Start checks what Run checks at start-up (configuration, registered
-// workflows, the schema, a database connection) and returns that error, then
+// Start checks what Run checks at start-up (registered workflows, the schema, a database connection) and returns that error, then
 // runs the worker in the background until ctx ends or Shutdown is called.
 // Shutdown waits for it.
 func (w *Worker) Start(ctx context.Context) error {
@@ -221,9 +222,6 @@ func (w *Worker) Start(ctx context.Context) error {
 // worker; w.done is closed when the worker has stopped, or at once when
 // prepare fails after marking the worker started.
 func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
-	if w.err != nil {
-		return nil, w.err
-	}
 	names, err := w.start()
 	if err != nil {
 		return nil, err

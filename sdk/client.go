@@ -11,15 +11,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
-// Client starts runs and inspects them: Start, StartTx, StartMany, Result,
-// Cancel, Requeue, History and Failures. It is safe for concurrent use. Close
-// it when done: it may hold a LISTEN connection and its goroutine.
+// Client is what an application uses to start runs and wait for them:
+// Start, StartTx, StartMany, StartManyTx, Lookup, Result and Cancel. What an
+// operator does (history, failures, requeue, retention) is package
+// operator's. A Client is safe for concurrent use. Close it when done: it
+// may hold a LISTEN connection and its goroutine.
 type Client struct {
 	store      *store.Store
-	err        error // a configuration error, returned by every call
 	maxPayload int
 	poll       time.Duration
 	observer   StartObserver
@@ -82,7 +83,7 @@ func WithPollInterval(d time.Duration) ClientOption { return func(o *clientOptio
 // (default DefaultStatementTimeout), applied when the caller's context has no
 // earlier deadline: each try of the insert of Start and StartMany, each read
 // of Result (not its wait, which lasts as long as its context), Lookup,
-// Cancel, Requeue, History, Failures, and the schema check. A statement that
+// Cancel, and the schema check. A statement that
 // passes it fails with an error that names the timeout and matches
 // context.DeadlineExceeded; Start and StartMany then try again (see Start).
 // Statements on the caller's transaction (StartTx, StartManyTx) follow only
@@ -113,30 +114,35 @@ func WithPollOnly() ClientOption { return func(o *clientOptions) { o.pollOnly = 
 // and notifications that do not arrive. Default slog.Default().
 func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
 
-// NewClient returns a client on pool. A configuration error (a nil pool, an
-// invalid schema name, a non-positive limit, interval or timeout) is returned
-// by every call of the client, which then sends nothing to the database.
-func NewClient(pool *pgxpool.Pool, opts ...ClientOption) *Client {
+// NewClient returns a client on pool, or the configuration error: a nil
+// pool, an invalid schema name, a non-positive limit, interval or timeout,
+// exclusive options. It sends nothing to the database: the schema is
+// checked, once, by the first call that needs it.
+func NewClient(pool *pgxpool.Pool, opts ...ClientOption) (*Client, error) {
 	o := clientOptions{schema: store.DefaultSchema, maxPayload: DefaultMaxPayload, poll: time.Second,
 		statementTimeout: DefaultStatementTimeout, logger: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if pool == nil {
+		return nil, errors.New("sdk.NewClient: nil pool")
+	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
-	c := &Client{store: st, err: err, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle,
-		statementTimeout: o.statementTimeout, listen: o.listen, pollOnly: o.pollOnly, logger: o.logger}
-	c.starts.lockWait = flushLockWait
 	switch {
 	case err != nil:
+		return nil, err
 	case o.maxPayload <= 0 || o.poll <= 0 || o.statementTimeout <= 0:
-		c.err = fmt.Errorf("sdk.NewClient: max payload (%d), poll interval (%s) and statement timeout (%s) must be positive",
+		return nil, fmt.Errorf("sdk.NewClient: max payload (%d), poll interval (%s) and statement timeout (%s) must be positive",
 			o.maxPayload, o.poll, o.statementTimeout)
 	case o.pollOnly && o.listen != nil:
-		c.err = errors.New("sdk.NewClient: WithPollOnly and WithListenConfig are exclusive: a poll-only client does not LISTEN")
+		return nil, errors.New("sdk.NewClient: WithPollOnly and WithListenConfig are exclusive: a poll-only client does not LISTEN")
 	case o.logger == nil:
-		c.err = errors.New("sdk.NewClient: nil logger")
+		return nil, errors.New("sdk.NewClient: nil logger")
 	}
-	return c
+	c := &Client{store: st, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle,
+		statementTimeout: o.statementTimeout, listen: o.listen, pollOnly: o.pollOnly, logger: o.logger}
+	c.starts.lockWait = flushLockWait
+	return c, nil
 }
 
 // Close stops the client's listener (the LISTEN connection that Result
@@ -152,14 +158,11 @@ func (c *Client) Close() {
 // errNilClient is what every call on a nil *Client returns.
 var errNilClient = errors.New("sdk: nil *Client (use sdk.NewClient)")
 
-// ready checks configuration and, once, the schema. Every entry point calls
-// it before anything else touches c: a client that fails it may have no store.
+// ready checks, once, the schema. Every entry point calls it before
+// anything else touches c.
 func (c *Client) ready(ctx context.Context) error {
 	if c == nil {
 		return errNilClient
-	}
-	if c.err != nil {
-		return c.err
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
@@ -168,7 +171,9 @@ func (c *Client) ready(ctx context.Context) error {
 
 // Cancel ends a queued or running run as cancelled. A worker running it loses
 // its lease at its next write or heartbeat and stops; an attempt in flight is
-// recorded as interrupted. Cancelling a finished run returns store.ErrFinished.
+// recorded as interrupted. Cancelling a finished run returns an error
+// wrapping ErrFinished, an unknown one ErrNotFound. It is the same action as
+// operator.Operator.Cancel.
 func (c *Client) Cancel(ctx context.Context, runID uuid.UUID) error {
 	if err := c.ready(ctx); err != nil {
 		return err
@@ -176,52 +181,4 @@ func (c *Client) Cancel(ctx context.Context, runID uuid.UUID) error {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	return timedOut(ctx, c.store.CancelRun(ctx, runID))
-}
-
-// Requeue puts a failed run back in the queue. The run keeps its ID and its
-// history; the step that failed gets a fresh budget; the failure row is
-// marked requeued (time and count) and stays as history. Requeueing a run
-// that is not failed returns store.ErrNotFailed.
-//
-// Requeueing a run that failed as indeterminate invokes the at-most-once
-// activity again: do it once you know its effect did not happen.
-func (c *Client) Requeue(ctx context.Context, runID uuid.UUID) error {
-	if err := c.ready(ctx); err != nil {
-		return err
-	}
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
-	return timedOut(ctx, c.store.RequeueRun(ctx, runID))
-}
-
-// Attempt is one attempt of a step, as recorded in the history.
-type Attempt = store.Attempt
-
-// FailureRow is one row of the failure table.
-type FailureRow = store.FailureRow
-
-// FailureFilter selects failure rows; zero fields match all.
-type FailureFilter = store.FailureFilter
-
-// History returns every attempt of a run, in order of step and attempt.
-func (c *Client) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
-	if err := c.ready(ctx); err != nil {
-		return nil, err
-	}
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
-	attempts, err := c.store.Attempts(ctx, runID)
-	return attempts, timedOut(ctx, err)
-}
-
-// Failures lists failure rows matching f, newest first; by default only the
-// open ones (not requeued).
-func (c *Client) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, error) {
-	if err := c.ready(ctx); err != nil {
-		return nil, err
-	}
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
-	rows, err := c.store.Failures(ctx, f)
-	return rows, timedOut(ctx, err)
 }

@@ -157,8 +157,8 @@
 // activity and last error; for a cancelled run, an error wrapping
 // [ErrCancelled]; ctx's error when ctx ends first, the run going on. [Lookup]
 // gives a handle on an existing run by its ID, for example to wait for it in
-// another process. [Client.History] returns every attempt of a run and
-// [Client.Failures] the failure table.
+// another process. Every attempt of a run, and the failure table, are read
+// with package operator (operator.Operator's History and Failures).
 //
 // # Cancel and requeue
 //
@@ -167,7 +167,9 @@
 // heartbeat or write: the attempt's context is cancelled with cause
 // [activities.ErrLeaseLost].
 //
-// [Client.Requeue] puts a failed run back in the queue: the run keeps its ID
+// Requeueing is an operator's action (package operator, Operator.Requeue and
+// RequeueFailures, with a note for the audit log): it puts a failed run back
+// in the queue: the run keeps its ID
 // and its history, completed steps are replayed rather than rerun, the step
 // that failed gets a fresh budget, and the failure row is marked requeued
 // and kept. The policy is the one the code declares now: deploy the fix

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // ErrIndeterminate means an attempt of an at-most-once activity was lost: the
@@ -15,6 +17,14 @@ var ErrIndeterminate = errors.New("indeterminate: an at-most-once attempt was lo
 
 // ErrCancelled is returned by Result for a run that was cancelled.
 var ErrCancelled = errors.New("run cancelled")
+
+// ErrNotFound is returned by Lookup and Cancel for a run that does not
+// exist. Match with errors.Is.
+var ErrNotFound = store.ErrNotFound
+
+// ErrFinished is returned by Cancel for a run that already ended. Match with
+// errors.Is.
+var ErrFinished = store.ErrFinished
 
 // ErrNotInWorkflow is returned by Execute called outside a workflow run.
 var ErrNotInWorkflow = errors.New("sdk.Execute called outside a workflow run")

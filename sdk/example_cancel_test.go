@@ -8,9 +8,9 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // approval reports what AwaitApproval does: that it started, and the cause
@@ -44,7 +44,10 @@ func ExampleClient_Cancel() {
 
 	cfg := testWorker(schema)
 	cfg.HeartbeatInterval = 50 * time.Millisecond // notice the cancellation soon
-	w := runtime.NewWorker(pool, cfg)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		panic(err)
+	}
 	if err := w.Register(Refund); err != nil {
 		panic(err)
 	}
@@ -52,22 +55,26 @@ func ExampleClient_Cancel() {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	run, _ := sdk.Start(ctx, client, Refund, OrderIn{ID: "J-1"})
 	<-approval.started
 	fmt.Println("cancel:", client.Cancel(ctx, run.ID))
-	_, err := run.Result(ctx)
+	_, err = run.Result(ctx)
 	fmt.Println("result is ErrCancelled:", errors.Is(err, sdk.ErrCancelled))
 	fmt.Println("the activity saw:", <-approval.cause)
 
-	history, _ := client.History(ctx, run.ID)
+	op, _ := operator.New(pool, operator.WithSchema(schema)) // the history is an operator's read
+	history, _ := op.History(ctx, run.ID)
 	for _, a := range history {
 		fmt.Println(a.Step, a.Attempt, a.Status, a.ErrorMessage)
 	}
 	err = client.Cancel(ctx, run.ID)
-	fmt.Println("again:", errors.Is(err, store.ErrFinished))
+	fmt.Println("again:", errors.Is(err, sdk.ErrFinished))
 	// Output:
 	// cancel: <nil>
 	// result is ErrCancelled: true

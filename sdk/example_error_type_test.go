@@ -64,14 +64,20 @@ func ExampleWithErrorType() {
 	ctx := context.Background()
 	cfg := testWorker(schema)
 	cfg.MaxInProcessSleep = time.Millisecond // Apologize's retry suspends the run
-	w := runtime.NewWorker(pool, cfg)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Checkout)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, _ := sdk.Start(ctx, client, Checkout, OrderIn{ID: "F-1"})
 	out, err := run.Result(ctx)

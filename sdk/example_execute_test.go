@@ -57,7 +57,10 @@ func ExampleExecute() {
 	defer closeDB()
 	ctx := context.Background()
 
-	w := runtime.NewWorker(pool, testWorker(schema))
+	w, err := runtime.NewWorker(pool, testWorker(schema))
+	if err != nil {
+		panic(err)
+	}
 	if err := w.Register(PlanTrip); err != nil {
 		panic(err)
 	}
@@ -66,7 +69,10 @@ func ExampleExecute() {
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, err := sdk.Start(ctx, client, PlanTrip, Trip{Flight: "LH 454", Nights: 3})
 	if err != nil {

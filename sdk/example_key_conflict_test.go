@@ -17,7 +17,10 @@ func ExampleErrKeyConflict() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	first, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "C-1", Amount: 100}, sdk.WithKey("order-C-1"))

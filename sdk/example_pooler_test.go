@@ -35,14 +35,20 @@ func ExampleWithListenConfig() {
 	}
 	cfg := testWorker(schema)
 	cfg.ListenConfig = direct
-	w := runtime.NewWorker(pool, cfg)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Ship)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithListenConfig(direct))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithListenConfig(direct))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, err := sdk.Start(ctx, client, Ship, OrderIn{ID: "P-1"})
 	if err != nil {
@@ -69,15 +75,21 @@ func ExampleWithPollOnly() {
 	}
 	cfg := testWorker(schema)
 	cfg.PollOnly = true // the worker finds new runs every PollInterval
-	w := runtime.NewWorker(pool, cfg)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Ship)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema),
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema),
 		sdk.WithPollOnly(), sdk.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, err := sdk.Start(ctx, client, Ship, OrderIn{ID: "P-2"})
 	if err != nil {

@@ -6,10 +6,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
+	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
+
+var Notify = activities.New("notify",
+	func(ctx context.Context, in OrderIn) (string, error) {
+		return "", errors.New("smtp: connection refused")
+	},
+	policy.MaxAttempts(5),
+	policy.Constant(5*time.Millisecond),
+)
+
+// Announce notifies; a per-call option overrides the activity's default:
+// two attempts here.
+var Announce = sdk.NewWorkflow("announce", func(ctx context.Context, in OrderIn) (string, error) {
+	return sdk.Execute(ctx, Notify, in, policy.MaxAttempts(2))
+})
 
 // Invoice fails, with an error of its own, for an order with nothing to pay.
 var Invoice = sdk.NewWorkflow("invoice", func(ctx context.Context, in OrderIn) (string, error) {
@@ -28,7 +44,10 @@ func ExampleRun_Result() {
 	defer closeDB()
 	ctx := context.Background()
 
-	w := runtime.NewWorker(pool, testWorker(schema))
+	w, err := runtime.NewWorker(pool, testWorker(schema))
+	if err != nil {
+		panic(err)
+	}
 	if err := w.Register(Invoice, Announce); err != nil {
 		panic(err)
 	}
@@ -36,7 +55,10 @@ func ExampleRun_Result() {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	run, _ := sdk.Start(ctx, client, Invoice, OrderIn{ID: "H-1", Amount: 250})
@@ -44,7 +66,7 @@ func ExampleRun_Result() {
 
 	// The workflow's own error: reason workflow_error, at no step.
 	run, _ = sdk.Start(ctx, client, Invoice, OrderIn{ID: "H-2"})
-	_, err := run.Result(ctx)
+	_, err = run.Result(ctx)
 	var re *sdk.RunError
 	if errors.As(err, &re) {
 		fmt.Printf("%s, step %d: %s\n", re.Reason, re.Step, re.Message)

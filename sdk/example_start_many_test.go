@@ -20,14 +20,20 @@ func ExampleStartMany() {
 	defer closeDB()
 	ctx := context.Background()
 
-	w := runtime.NewWorker(pool, testWorker(schema))
+	w, err := runtime.NewWorker(pool, testWorker(schema))
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Ship)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	runs, err := sdk.StartMany(ctx, client, Ship, []sdk.StartParams[OrderIn]{
 		{Input: OrderIn{ID: "D-1"}, Options: []sdk.StartOption{sdk.WithKey("order-D-1")}},

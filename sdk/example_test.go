@@ -16,6 +16,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/internal/noleaks"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -60,14 +61,20 @@ func ExampleStart() {
 	defer closeDB()
 	ctx := context.Background()
 
-	w := runtime.NewWorker(pool, testWorker(schema))
+	w, err := runtime.NewWorker(pool, testWorker(schema))
+	if err != nil {
+		panic(err)
+	}
 	_ = w.Register(Fulfil)
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
 
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	run, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "A-1", Amount: 100}, sdk.WithKey("order-A-1"))
 	if err != nil {
@@ -76,7 +83,8 @@ func ExampleStart() {
 	out, err := run.Result(ctx)
 	fmt.Println(out, err)
 
-	history, _ := client.History(ctx, run.ID)
+	op, _ := operator.New(pool, operator.WithSchema(schema)) // the run's history is an operator's read
+	history, _ := op.History(ctx, run.ID)
 	for _, a := range history {
 		fmt.Println(strings.TrimSpace(fmt.Sprint(a.Step, " ", a.Attempt, " ", a.Status, " ", a.ErrorMessage)))
 	}
@@ -96,14 +104,17 @@ func ExampleStartTx() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	tx, _ := pool.Begin(ctx)
 	run, _ := sdk.StartTx(ctx, client, tx, Fulfil, OrderIn{ID: "B-2"})
 	_ = tx.Rollback(ctx) // the order was not saved after all
 
-	_, err := sdk.Lookup(ctx, client, Fulfil, run.ID)
+	_, err = sdk.Lookup(ctx, client, Fulfil, run.ID)
 	fmt.Println("after rollback:", err != nil)
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -125,12 +136,15 @@ func ExampleWithStatementTimeout() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStatementTimeout(250*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStatementTimeout(250*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	tx, _ := pool.Begin(ctx)
 	_, _ = sdk.StartTx(ctx, client, tx, Fulfil, OrderIn{ID: "E-1"}, sdk.WithKey("order-E-1"))
-	_, err := sdk.Start(ctx, client, Fulfil, OrderIn{ID: "E-1"}, sdk.WithKey("order-E-1"))
+	_, err = sdk.Start(ctx, client, Fulfil, OrderIn{ID: "E-1"}, sdk.WithKey("order-E-1"))
 	fmt.Println("deadline:", errors.Is(err, context.DeadlineExceeded), "unknown:", errors.Is(err, sdk.ErrOutcomeUnknown))
 	_ = tx.Commit(ctx)
 
@@ -139,54 +153,4 @@ func ExampleWithStatementTimeout() {
 	// Output:
 	// deadline: true unknown: true
 	// found: true created: false
-}
-
-var Notify = activities.New("notify",
-	func(ctx context.Context, in OrderIn) (string, error) {
-		return "", errors.New("smtp: connection refused")
-	},
-	policy.MaxAttempts(5),
-	policy.Constant(5*time.Millisecond),
-)
-
-var Announce = sdk.NewWorkflow("announce", func(ctx context.Context, in OrderIn) (string, error) {
-	// A per-call option overrides the activity's default: two attempts here.
-	return sdk.Execute(ctx, Notify, in, policy.MaxAttempts(2))
-})
-
-// A run that exhausts its budget ends in the failure table; Failures lists
-// the rows and Requeue puts a run back with the same ID and a fresh budget.
-func ExampleClient_Failures() {
-	pool, schema, closeDB := exampledb.Open()
-	defer closeDB()
-	ctx := context.Background()
-	w := runtime.NewWorker(pool, testWorker(schema))
-	_ = w.Register(Announce)
-	if err := w.Start(ctx); err != nil {
-		panic(err)
-	}
-	defer w.Shutdown(ctx)
-
-	client := sdk.NewClient(pool, sdk.WithSchema(schema))
-	defer client.Close()
-	run, _ := sdk.Start(ctx, client, Announce, OrderIn{ID: "C-4"})
-	_, err := run.Result(ctx)
-	var re *sdk.RunError
-	if errors.As(err, &re) {
-		fmt.Println(re.Reason, re.Activity, re.Message)
-	}
-
-	failures, _ := client.Failures(ctx, sdk.FailureFilter{Activity: "notify", Reason: sdk.ReasonRetriesExhausted})
-	for _, f := range failures {
-		fmt.Println(f.Workflow, f.Step, f.Attempts, f.Errors, f.Rescues)
-	}
-
-	_ = client.Requeue(ctx, run.ID)
-	_, err = run.Result(ctx) // fails again: smtp is still down
-	all, _ := client.Failures(ctx, sdk.FailureFilter{RunID: run.ID, IncludeRequeued: true})
-	fmt.Println(len(all), "failure rows,", errors.As(err, &re))
-	// Output:
-	// retries_exhausted notify smtp: connection refused
-	// announce 1 2 2 0
-	// 2 failure rows, true
 }

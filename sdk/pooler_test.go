@@ -66,7 +66,10 @@ func newPooled(t *testing.T, worker func(*runtime.Config)) *pooled {
 	if worker != nil {
 		worker(&cfg)
 	}
-	w := runtime.NewWorker(pool, cfg)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Register(Ship); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,10 @@ func newPooled(t *testing.T, worker func(*runtime.Config)) *pooled {
 }
 
 func (p *pooled) client(t *testing.T, opts ...sdk.ClientOption) *sdk.Client {
-	c := sdk.NewClient(p.pool, append([]sdk.ClientOption{sdk.WithSchema(p.schema)}, opts...)...)
+	c, err := sdk.NewClient(p.pool, append([]sdk.ClientOption{sdk.WithSchema(p.schema)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(c.Close)
 	return c
 }
@@ -185,15 +191,5 @@ func TestPooler_ClientFindsOutNoticesDoNotArriveAndPolls(t *testing.T) {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the warning lacks %q:\n%s", want, log.String())
 		}
-	}
-}
-
-// WithPollOnly and WithListenConfig contradict each other: the client
-// refuses every call.
-func TestClient_PollOnlyAndListenConfigAreExclusive(t *testing.T) {
-	t.Parallel()
-	c, _, _ := newClient(t, sdk.WithPollOnly(), sdk.WithListenConfig(&pgx.ConnConfig{}))
-	if _, err := sdk.Start(t.Context(), c, Ship, OrderIn{}); err == nil || !strings.Contains(err.Error(), "exclusive") {
-		t.Fatalf("Start with WithPollOnly and WithListenConfig: %v", err)
 	}
 }

@@ -22,7 +22,10 @@ func TestResult_SequentialCallsAreWokenByTheirNotice(t *testing.T) {
 	c, pool, schema := newClient(t, sdk.WithPollInterval(time.Minute))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	w := runtime.NewWorker(pool, testWorker(schema))
+	w, err := runtime.NewWorker(pool, testWorker(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Register(Ship); err != nil {
 		t.Fatal(err)
 	}

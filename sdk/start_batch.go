@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // maxStartBatch bounds how many runs one flush records; the rest wait for

@@ -35,7 +35,10 @@ func newClient(t *testing.T, opts ...sdk.ClientOption) (*sdk.Client, *pgxpool.Po
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	c := sdk.NewClient(pool, append([]sdk.ClientOption{sdk.WithSchema(schema)}, opts...)...)
+	c, err := sdk.NewClient(pool, append([]sdk.ClientOption{sdk.WithSchema(schema)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(c.Close)
 	return c, pool, schema
 }

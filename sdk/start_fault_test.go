@@ -30,10 +30,13 @@ func faultClient(t *testing.T, opts ...sdk.ClientOption) (*sdk.Client, *proxy, *
 		t.Fatal(err)
 	}
 	p := newProxy(t) // closed before the schema is dropped: its connections end first
-	c := sdk.NewClient(p.pool(t, 4), append([]sdk.ClientOption{sdk.WithSchema(schema)}, opts...)...)
-	t.Cleanup(c.Close)
-	if _, err := c.Failures(t.Context(), sdk.FailureFilter{}); err != nil {
+	c, err := sdk.NewClient(p.pool(t, 4), append([]sdk.ClientOption{sdk.WithSchema(schema)}, opts...)...)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if _, err := sdk.Lookup(t.Context(), c, Fulfil, uuid.New()); !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("Lookup of an unknown run: %v, want ErrNotFound", err)
 	}
 	return c, p, direct, schema
 }
@@ -296,9 +299,6 @@ func TestStatementTimeout_BoundsEveryCallOfAStalledDatabase(t *testing.T) {
 		{"Result", timeout, func(ctx context.Context) error { _, err := run.Result(ctx); return err }},
 		{"Lookup", timeout, func(ctx context.Context) error { _, err := sdk.Lookup(ctx, c, Fulfil, run.ID); return err }},
 		{"Cancel", timeout, func(ctx context.Context) error { return c.Cancel(ctx, run.ID) }},
-		{"Requeue", timeout, func(ctx context.Context) error { return c.Requeue(ctx, run.ID) }},
-		{"History", timeout, func(ctx context.Context) error { _, err := c.History(ctx, run.ID); return err }},
-		{"Failures", timeout, func(ctx context.Context) error { _, err := c.Failures(ctx, sdk.FailureFilter{}); return err }},
 	}
 	for _, tc := range calls {
 		begin := time.Now()
@@ -316,24 +316,21 @@ func TestStatementTimeout_BoundsEveryCallOfAStalledDatabase(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
-	_, err = c.History(short, run.ID)
+	_, err = sdk.Lookup(short, c, Fulfil, run.ID)
 	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "statement timeout") || time.Since(begin) > timeout {
-		t.Fatalf("History with an earlier deadline: %v after %s", err, time.Since(begin))
+		t.Fatalf("Lookup with an earlier deadline: %v after %s", err, time.Since(begin))
 	}
 }
 
-// A statement timeout that is not positive is a configuration error, returned
-// by every call.
+// A statement timeout that is not positive is a configuration error,
+// returned by NewClient.
 func TestStatementTimeout_MustBePositive(t *testing.T) {
 	t.Parallel()
+	pool := pgtest.Pool(t)
 	for _, d := range []time.Duration{0, -time.Second} {
-		c, _, _ := newClient(t, sdk.WithStatementTimeout(d))
-		_, err := sdk.Start(t.Context(), c, Fulfil, OrderIn{})
-		if err == nil || !strings.Contains(err.Error(), "statement timeout") {
-			t.Fatalf("Start with statement timeout %s: %v", d, err)
-		}
-		if _, err := c.History(t.Context(), uuid.New()); err == nil || !strings.Contains(err.Error(), "statement timeout") {
-			t.Fatalf("History with statement timeout %s: %v", d, err)
+		c, err := sdk.NewClient(pool, sdk.WithStatementTimeout(d))
+		if c != nil || err == nil || !strings.Contains(err.Error(), "statement timeout") {
+			t.Fatalf("NewClient with statement timeout %s: %v, %v", d, c, err)
 		}
 	}
 }

@@ -1,18 +1,18 @@
 package sdk
 
 import (
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
-// The vocabulary of runs, attempts and failures, as recorded in the tables
-// and seen in Result, History and Failures. Each type is defined once, beside
-// what decides its values (run and attempt statuses in package store, with
-// the tables; failure reasons in package policy, which gives up); these are
-// the names application code uses. A test checks every list against the
-// tables' CHECK constraints.
+// The vocabulary of runs, steps, attempts and failures, as recorded in the
+// tables and seen in Result and in package operator's rows. Each type is
+// defined once, beside what decides its values (statuses with the tables'
+// statements, failure reasons in package policy, which gives up); these are
+// the names application and operator code uses. A test checks every list
+// against the tables' CHECK constraints.
 
-// RunStatus is a run's status (Run.Status in store.Run, sdk.Lookup's runs).
+// RunStatus is a run's status (operator.Run.Status, operator.RunFilter).
 type RunStatus = store.RunStatus
 
 // Run statuses.
@@ -24,7 +24,21 @@ const (
 	RunCancelled = store.RunCancelled // ended by Cancel
 )
 
-// AttemptStatus is an attempt's status (Attempt.Status in History).
+// RunStatuses lists every run status, in the order of the runs table's
+// CHECK constraint.
+func RunStatuses() []RunStatus { return store.RunStatuses() }
+
+// StepStatus is a step's status (operator.Step.Status).
+type StepStatus = store.StepStatus
+
+// Step statuses.
+const (
+	StepRunning   = store.StepRunning   // an attempt is running or will be
+	StepCompleted = store.StepCompleted // its output is recorded and replayed
+	StepFailed    = store.StepFailed    // it gave up; its error is replayed
+)
+
+// AttemptStatus is an attempt's status (operator.Attempt.Status).
 type AttemptStatus = store.AttemptStatus
 
 // Attempt statuses.
@@ -38,7 +52,7 @@ const (
 )
 
 // Reason says why a step or a run gave up (RunError.Reason,
-// ActivityError.Reason, FailureRow.Reason).
+// ActivityError.Reason, operator.Failure.Reason).
 type Reason = policy.Reason
 
 // Failure reasons, as recorded in the failure table and on failed steps.

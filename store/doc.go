@@ -1,23 +1,19 @@
-// Package store holds every SQL statement Tenure runs, behind a small typed API,
-// and the migration runner.
+// Package store manages Tenure's schema: the tables, functions and views
+// that hold runs, steps, attempts, failures and the audit log.
 //
-// Nothing else in Tenure contains SQL. Each statement's comment names the
-// invariant it protects. The invariants that matter most:
+// Run Migrate once at start-up, from every process if that is simpler: it is
+// idempotent, takes an advisory lock so that concurrent migrators wait for
+// each other, applies every missing migration in one transaction and refuses
+// to touch a schema that a newer Tenure migrated (ErrSchemaTooNew). Status
+// lists the migrations this binary carries and which are applied; the CLI's
+// `tenure migrate up` and `tenure migrate status` do the same.
 //
-//   - Lease times are computed by the database clock (now()); no statement takes
-//     a time from a worker.
-//   - Every write a worker makes for a run is fenced: it carries the run's lease
-//     epoch and touches no row when the lease has moved on. Callers check the
-//     result and treat "no row" as ErrLeaseLost, never as success.
-//   - A run that fails gets its failure row in the same statement, and so the
-//     same transaction, that marks it failed.
-//   - Failure rows are never deleted by the runtime or by a cap. Only an
-//     operator's explicit retention call (PurgeFailures, the SQL function
-//     purge_failures or `tenure purge`) deletes them, and every deletion is
-//     counted in the audit log.
+// All tables live in one schema, DefaultSchema unless WithSchema names
+// another; clients, workers and operators name the same one (sdk.WithSchema,
+// runtime.Config.Schema, operator.WithSchema). Migrations need DDL rights;
+// workers and clients need only DML (docs/operations.md, "Grants").
 //
-// All tables live in one schema (DefaultSchema unless WithSchema says
-// otherwise). A Store checks once that the schema exists and is at the version
-// this code knows, and answers ErrSchemaMissing with the fix ("run
-// migrations") instead of a raw SQL error.
+// This package holds no statement of the worker or the client: applications
+// start runs with package sdk, workers run them with package runtime, and
+// operators inspect, requeue and purge them with package operator.
 package store

@@ -40,6 +40,6 @@
 //     step fails as indeterminate if it is at most once;
 //   - RequireFailed asserts the failure reason and returns the failure row.
 //
-// Env's Pool, Client and Worker are the real ones, for anything else.
+// Env's Pool, Client, Operator and Worker are the real ones, for anything else.
 // docs/testing.md is the guide.
 package tenuretest

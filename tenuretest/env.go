@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/override"
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // Env is one test's own Tenure: a migrated schema that no other test sees, a
@@ -29,8 +30,10 @@ type Env struct {
 	Schema string
 	// Pool is a pool on the test database, closed after the test.
 	Pool *pgxpool.Pool
-	// Client starts and inspects runs in Schema.
+	// Client starts runs in Schema and waits for them.
 	Client *sdk.Client
+	// Operator inspects, requeues, cancels and purges runs in Schema.
+	Operator *operator.Operator
 	// Worker is the started worker running the workflows of Workflows, with
 	// the activities of Override and OverrideTx replaced; nil when the test
 	// registered no workflow.
@@ -133,8 +136,13 @@ func New(t TB, opts ...Option) *Env {
 	log := &testLog{t: t}
 	t.Cleanup(log.close) // after the worker stopped: a test may not log once it is over
 	copts := append([]sdk.ClientOption{sdk.WithPollInterval(50 * time.Millisecond)}, s.client...)
-	e.Client = sdk.NewClient(e.Pool, append(copts, sdk.WithSchema(e.Schema))...)
+	if e.Client, err = sdk.NewClient(e.Pool, append(copts, sdk.WithSchema(e.Schema))...); err != nil {
+		t.Fatalf("tenuretest: %v", err)
+	}
 	t.Cleanup(e.Client.Close)
+	if e.Operator, err = operator.New(e.Pool, operator.WithSchema(e.Schema)); err != nil {
+		t.Fatalf("tenuretest: %v", err)
+	}
 
 	if len(s.workflows) == 0 {
 		return e
@@ -153,7 +161,10 @@ func New(t TB, opts ...Option) *Env {
 		t.Fatalf("tenuretest: Configure set Schema %q: the env's schema is its own (%s)", wcfg.Schema, e.Schema)
 	}
 	wcfg.Schema = e.Schema
-	w := runtime.NewWorker(e.Pool, wcfg)
+	w, err := runtime.NewWorker(e.Pool, wcfg)
+	if err != nil {
+		t.Fatalf("tenuretest: %v", err)
+	}
 	if err := w.Register(s.workflows...); err != nil {
 		t.Fatalf("tenuretest: %v", err)
 	}

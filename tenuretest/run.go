@@ -9,8 +9,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // Start starts a run of wf with input in on the env's client (see
@@ -43,12 +44,12 @@ func Result[Out any](e *Env, run *sdk.Run[Out]) (Out, error) {
 }
 
 // History returns every attempt of the run, in order of step and attempt,
-// as the attempts table holds them (see sdk.Client.History).
-func (e *Env) History(runID uuid.UUID) []sdk.Attempt {
+// as the attempts table holds them (see operator.Operator.History).
+func (e *Env) History(runID uuid.UUID) []operator.Attempt {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	h, err := e.Client.History(ctx, runID)
+	h, err := e.Operator.History(ctx, runID)
 	if err != nil {
 		e.t.Fatalf("tenuretest: history of run %s: %v", runID, err)
 	}
@@ -65,7 +66,7 @@ func (e *Env) Timeline(runID uuid.UUID) []string {
 	return timeline(e.History(runID))
 }
 
-func timeline(h []sdk.Attempt) []string {
+func timeline(h []operator.Attempt) []string {
 	out := make([]string, len(h))
 	for i, a := range h {
 		out[i] = fmt.Sprintf("%d.%d %s %s", a.Step, a.Attempt, a.Activity, a.Status)
@@ -79,7 +80,7 @@ func timeline(h []sdk.Attempt) []string {
 // Crash simulates a crash of the worker running the run, in the middle of
 // what it is doing (typically an activity's attempt: synchronise with it,
 // e.g. through a channel from an Override, before calling Crash). The
-// run's lease is ended at once (store.ExpireLease): the holder is fenced
+// run's lease is ended at once, by the database clock: the holder is fenced
 // out, so nothing it writes for the run from then on is accepted, and a
 // worker of the env, woken at once, reclaims the run as it would after a
 // real crash once the lease expired. It finds the attempt that was running
@@ -110,7 +111,7 @@ func (e *Env) Crash(runID uuid.UUID) {
 // constant; "" accepts any). It returns the run's failure row: the step and
 // activity that gave up, its attempt, error and rescue counts, its last
 // error.
-func (e *Env) RequireFailed(runID uuid.UUID, reason sdk.Reason) sdk.FailureRow {
+func (e *Env) RequireFailed(runID uuid.UUID, reason sdk.Reason) operator.Failure {
 	e.t.Helper()
 	r := e.wait(runID)
 	if r.Status != sdk.RunFailed || r.Failure == nil {

@@ -16,11 +16,11 @@ func (a *app) auditCommand() *cobra.Command {
 		Short: "Show the audit log: every requeue and every purge, newest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			entries, err := st.AuditLog(a.ctx, limit)
+			entries, err := op.AuditLog(a.ctx, limit)
 			if err != nil {
 				return err
 			}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
 func (a *app) explainCommand() *cobra.Command {
@@ -32,25 +32,25 @@ as such.`,
 			if err != nil || n < 1 {
 				return usagef("invalid step %q: want a step number (1, 2, 3 ...)", args[1])
 			}
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			if _, err := st.GetRun(a.ctx, id); err != nil {
+			if _, err := op.Run(a.ctx, id); err != nil {
 				return err
 			}
-			steps, err := st.StepRecords(a.ctx, id)
+			steps, err := op.Steps(a.ctx, id)
 			if err != nil {
 				return err
 			}
-			var step *store.StepRecord
+			var step *operator.Step
 			for i := range steps {
 				if steps[i].Step == n {
 					step = &steps[i]
 				}
 			}
 			if step == nil {
-				return fmt.Errorf("run %s has no step %d (it has %d): %w", id, n, len(steps), store.ErrNotFound)
+				return fmt.Errorf("run %s has no step %d (it has %d): %w", id, n, len(steps), operator.ErrNotFound)
 			}
 			var p policy.Retry
 			if err := json.Unmarshal(step.Policy, &p); err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
 // filterFlags are the failure filters shared by list and requeue.
@@ -66,11 +66,11 @@ Only open failures (not requeued) unless --include-requeued.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			rows, err := st.Failures(a.ctx, store.FailureFilter{Workflow: ff.workflow, Activity: ff.activity,
+			rows, err := op.Failures(a.ctx, operator.FailureFilter{Workflow: ff.workflow, Activity: ff.activity,
 				Reason: policy.Reason(ff.reason), Since: since, Until: until, IncludeRequeued: includeRequeued, Limit: limit})
 			if err != nil {
 				return err
@@ -155,18 +155,18 @@ activity again: do it only once you know its effect did not happen.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			f := store.RequeueFilter{Workflow: ff.workflow, Activity: ff.activity, Reason: policy.Reason(ff.reason),
+			f := operator.RequeueFilter{Workflow: ff.workflow, Activity: ff.activity, Reason: policy.Reason(ff.reason),
 				Since: since, Until: until, All: all}
-			o := store.RequeueOptions{DryRun: dryRun, Note: note, BatchSize: batch}
+			o := operator.RequeueOptions{DryRun: dryRun, Note: note, BatchSize: batch}
 			bar := newProgress(a.stderr, "requeueing")
 			if !dryRun && isTerminal(a.stderr) {
 				o.Progress = bar.update
 			}
-			res, err := st.RequeueFailures(a.ctx, f, o)
+			res, err := op.RequeueFailures(a.ctx, f, o)
 			bar.done()
 			if err != nil {
 				return err
@@ -193,7 +193,7 @@ func (a *app) requeueIDs(args []string, note string) error {
 		}
 		ids[i] = id
 	}
-	st, err := a.open(true)
+	op, err := a.operator()
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (a *app) requeueIDs(args []string, note string) error {
 	var results []result
 	var errs []error
 	for _, id := range ids {
-		err := st.RequeueRunWithNote(a.ctx, id, note)
+		err := op.Requeue(a.ctx, id, note)
 		r := result{RunID: id, Requeued: err == nil}
 		if err != nil {
 			r.Error = err.Error()
@@ -227,14 +227,14 @@ func (a *app) requeueIDs(args []string, note string) error {
 		return nil
 	}
 	for _, err := range errs {
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, operator.ErrNotFound) {
 			return quiet{fmt.Errorf("%d of %d runs not requeued", len(errs), len(ids)), exitError}
 		}
 	}
 	return quiet{fmt.Errorf("%d of %d runs not found", len(errs), len(ids)), exitNotFound}
 }
 
-func (a *app) printRequeued(res []store.RequeueCandidate, dryRun bool) error {
+func (a *app) printRequeued(res []operator.RequeueCandidate, dryRun bool) error {
 	if a.json {
 		type row struct {
 			RunID        uuid.UUID     `json:"run_id"`
@@ -300,11 +300,11 @@ activities fail most, why, and since when. OPEN counts failures not requeued.`,
 			if err != nil || width <= 0 {
 				return usagef("--bucket: want a positive duration such as 1h or 1d")
 			}
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			counts, err := st.FailureCounts(a.ctx, width, from)
+			counts, err := op.FailureCounts(a.ctx, width, from)
 			if err != nil {
 				return err
 			}

@@ -112,11 +112,14 @@ func newEnv(t *testing.T, defs ...sdk.Definition) *env {
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema: schema, LeaseTTL: 5 * time.Second, HeartbeatInterval: time.Second,
 		PollInterval: 20 * time.Millisecond, Label: "cli-test-worker",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Register(defs...); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +133,10 @@ func newEnv(t *testing.T, defs ...sdk.Definition) *env {
 			t.Errorf("worker: %v", err)
 		}
 	})
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(client.Close)
 	return &env{schema: schema, pool: pool, client: client}
 }

@@ -17,15 +17,21 @@ transaction. It is idempotent and safe to run from many processes at once.
 It needs DDL rights (CREATE on the database); workers need only DML.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := a.open(false)
+			pool, err := a.connect()
 			if err != nil {
 				return err
 			}
-			before, err := st.Version(a.ctx)
-			if err != nil && !isSchemaMissing(err) {
+			ms, err := store.Status(a.ctx, pool, store.WithSchema(a.schema))
+			if err != nil {
 				return err
 			}
-			if err := store.Migrate(a.ctx, st.Pool(), store.WithSchema(a.schema)); err != nil {
+			before := 0
+			for _, m := range ms {
+				if m.Applied {
+					before = m.Version
+				}
+			}
+			if err := store.Migrate(a.ctx, pool, store.WithSchema(a.schema)); err != nil {
 				return err
 			}
 			after := store.LatestVersion()
@@ -45,11 +51,11 @@ It needs DDL rights (CREATE on the database); workers need only DML.`,
 		Short: "List the migrations this binary carries and whether each is applied",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := a.open(false)
+			pool, err := a.connect()
 			if err != nil {
 				return err
 			}
-			ms, err := store.Status(a.ctx, st.Pool(), store.WithSchema(a.schema))
+			ms, err := store.Status(a.ctx, pool, store.WithSchema(a.schema))
 			if err != nil {
 				return err
 			}
@@ -84,8 +90,4 @@ It needs DDL rights (CREATE on the database); workers need only DML.`,
 		},
 	}
 	return group("migrate", "Apply or inspect schema migrations", up, status)
-}
-
-func isSchemaMissing(err error) bool {
-	return err != nil && exitCode(err) == exitSchema
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/operator"
 )
 
 func (a *app) purgeCommand() *cobra.Command {
@@ -31,7 +31,7 @@ Ages are Go durations or days: 30d, 36h, 90m. --dry-run counts only.`,
 			if completed == "" && failures == "" {
 				return usagef("give --completed-older-than, --failures-older-than or both")
 			}
-			o := store.PurgeOptions{Workflow: workflow, DryRun: dryRun, Note: note}
+			o := operator.PurgeOptions{Workflow: workflow, DryRun: dryRun, Note: note}
 			type result struct {
 				What     string `json:"what"`
 				Runs     int64  `json:"runs"`
@@ -47,7 +47,7 @@ Ages are Go durations or days: 30d, 36h, 90m. --dry-run counts only.`,
 				todo = append(todo, func() (result, error) {
 					o := o
 					o.OlderThan = age
-					p, err := a.store.PurgeCompleted(a.ctx, o)
+					p, err := a.op.PurgeCompleted(a.ctx, o)
 					return result{"completed", p.Runs, p.Failures, dryRun}, err
 				})
 			}
@@ -59,11 +59,11 @@ Ages are Go durations or days: 30d, 36h, 90m. --dry-run counts only.`,
 				todo = append(todo, func() (result, error) {
 					o := o
 					o.OlderThan = age
-					p, err := a.store.PurgeFailures(a.ctx, o)
+					p, err := a.op.PurgeFailures(a.ctx, o)
 					return result{"failures", p.Runs, p.Failures, dryRun}, err
 				})
 			}
-			if _, err := a.open(true); err != nil {
+			if _, err := a.operator(); err != nil {
 				return err
 			}
 			var results []result

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/store"
 )
 
@@ -50,7 +51,7 @@ func exitCode(err error) int {
 		return q.code
 	case errors.As(err, &u):
 		return exitUsage
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, operator.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, store.ErrSchemaMissing), errors.Is(err, store.ErrSchemaTooNew):
 		return exitSchema
@@ -74,8 +75,8 @@ type app struct {
 	schema string
 	json   bool
 
-	pool  *pgxpool.Pool
-	store *store.Store
+	pool *pgxpool.Pool
+	op   *operator.Operator
 }
 
 // run executes the command line args and returns the exit status.
@@ -162,11 +163,10 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
-// open connects to DATABASE_URL. With check it also verifies that the schema
-// is migrated to the version this binary knows (ErrSchemaMissing otherwise).
-func (a *app) open(check bool) (*store.Store, error) {
-	if a.store != nil {
-		return a.store, nil
+// connect connects to DATABASE_URL, once.
+func (a *app) connect() (*pgxpool.Pool, error) {
+	if a.pool != nil {
+		return a.pool, nil
 	}
 	if err := store.ValidateSchema(a.schema); err != nil {
 		return nil, usageError{err}
@@ -189,17 +189,25 @@ func (a *app) open(check bool) (*store.Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to the database in DATABASE_URL: %w", err)
 	}
-	st, err := store.New(pool, store.WithSchema(a.schema))
+	a.pool = pool
+	return pool, nil
+}
+
+// operator connects and returns the operator on the schema; its first
+// action checks that the schema is migrated to the version this binary knows
+// (store.ErrSchemaMissing otherwise).
+func (a *app) operator() (*operator.Operator, error) {
+	if a.op != nil {
+		return a.op, nil
+	}
+	pool, err := a.connect()
 	if err != nil {
-		pool.Close()
+		return nil, err
+	}
+	op, err := operator.New(pool, operator.WithSchema(a.schema))
+	if err != nil {
 		return nil, usageError{err}
 	}
-	a.pool = pool
-	if check {
-		if err := st.Check(a.ctx); err != nil {
-			return nil, err
-		}
-	}
-	a.store = st
-	return st, nil
+	a.op = op
+	return op, nil
 }

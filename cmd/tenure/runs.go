@@ -9,12 +9,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/sdk"
 )
 
 func (a *app) runsCommand() *cobra.Command {
-	var f store.RunFilter
+	var f operator.RunFilter
 	var status string
 	list := &cobra.Command{
 		Use:   "list",
@@ -26,15 +27,15 @@ and the run awaits rescue by the next worker that claims).`,
   tenure runs list --workflow place-order --status failed --limit 20`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.Status = store.RunStatus(status)
-			if f.Status != "" && !slices.Contains(store.RunStatuses(), f.Status) {
-				return usagef("unknown status %q: want one of %v", f.Status, store.RunStatuses())
+			f.Status = sdk.RunStatus(status)
+			if f.Status != "" && !slices.Contains(sdk.RunStatuses(), f.Status) {
+				return usagef("unknown status %q: want one of %v", f.Status, sdk.RunStatuses())
 			}
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			runs, err := st.ListRuns(a.ctx, f)
+			runs, err := op.Runs(a.ctx, f)
 			if err != nil {
 				return err
 			}
@@ -71,24 +72,24 @@ they no longer count against the step's budgets.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.open(true)
+			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			return a.showRun(st, id)
+			return a.showRun(op, id)
 		},
 	}
 	return group("runs", "List runs and show a run's step and attempt timeline", list, show)
 }
 
 // runDetail is the DETAIL cell of runs list.
-func runDetail(r store.RunSummary) string {
+func runDetail(r operator.RunSummary) string {
 	switch {
-	case r.Status == store.RunFailed && r.Step > 0:
+	case r.Status == sdk.RunFailed && r.Step > 0:
 		return fmt.Sprintf("%s at step %d (%s)", r.Reason, r.Step, r.Activity)
-	case r.Status == store.RunFailed:
+	case r.Status == sdk.RunFailed:
 		return string(r.Reason)
-	case r.Status == store.RunRunning && r.LeaseLeft != nil:
+	case r.Status == sdk.RunRunning && r.LeaseLeft != nil:
 		return fmt.Sprintf("held by %s, lease %s left", r.Claimant, roughly(*r.LeaseLeft))
 	case r.Requeues > 0:
 		return fmt.Sprintf("requeued %d times", r.Requeues)
@@ -106,22 +107,22 @@ func parseRunID(s string) (uuid.UUID, error) {
 
 // runJSON is a run as --json prints it.
 type runJSON struct {
-	ID          uuid.UUID       `json:"id"`
-	Workflow    string          `json:"workflow"`
-	Queue       string          `json:"queue"`
-	Status      store.RunStatus `json:"status"`
-	Claimant    string          `json:"claimant,omitempty"`
-	Epoch       int64           `json:"epoch"`
-	Requeues    int             `json:"requeues"`
-	CreatedAt   time.Time       `json:"created_at"`
-	FinishedAt  *time.Time      `json:"finished_at"`
-	LeaseLeftMS *int64          `json:"lease_left_ms,omitempty"`
-	Reason      policy.Reason   `json:"reason,omitempty"`
-	Step        int             `json:"step,omitempty"`
-	Activity    string          `json:"activity,omitempty"`
+	ID          uuid.UUID     `json:"id"`
+	Workflow    string        `json:"workflow"`
+	Queue       string        `json:"queue"`
+	Status      sdk.RunStatus `json:"status"`
+	Claimant    string        `json:"claimant,omitempty"`
+	Epoch       int64         `json:"epoch"`
+	Requeues    int           `json:"requeues"`
+	CreatedAt   time.Time     `json:"created_at"`
+	FinishedAt  *time.Time    `json:"finished_at"`
+	LeaseLeftMS *int64        `json:"lease_left_ms,omitempty"`
+	Reason      policy.Reason `json:"reason,omitempty"`
+	Step        int           `json:"step,omitempty"`
+	Activity    string        `json:"activity,omitempty"`
 }
 
-func newRunJSON(r store.RunSummary) runJSON {
+func newRunJSON(r operator.RunSummary) runJSON {
 	j := runJSON{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status, Claimant: r.Claimant,
 		Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 		Reason: r.Reason, Step: r.Step, Activity: r.Activity}
@@ -134,33 +135,33 @@ func newRunJSON(r store.RunSummary) runJSON {
 
 // attemptJSON is an attempt as --json prints it.
 type attemptJSON struct {
-	Attempt       int                 `json:"attempt"`
-	Status        store.AttemptStatus `json:"status"`
-	Rescue        bool                `json:"rescue"`
-	BeforeRequeue bool                `json:"before_requeue"`
-	StartedAt     time.Time           `json:"started_at"`
-	EndedAt       *time.Time          `json:"ended_at"`
-	DurationMS    int64               `json:"duration_ms"`
-	DelayMS       *int64              `json:"delay_ms"`
-	DelaySource   string              `json:"delay_source,omitempty"`
-	Worker        string              `json:"worker"`
-	Epoch         int64               `json:"epoch"`
-	TraceID       string              `json:"trace_id,omitempty"`
-	ErrorType     string              `json:"error_type,omitempty"`
-	ErrorMessage  string              `json:"error_message,omitempty"`
+	Attempt       int               `json:"attempt"`
+	Status        sdk.AttemptStatus `json:"status"`
+	Rescue        bool              `json:"rescue"`
+	BeforeRequeue bool              `json:"before_requeue"`
+	StartedAt     time.Time         `json:"started_at"`
+	EndedAt       *time.Time        `json:"ended_at"`
+	DurationMS    int64             `json:"duration_ms"`
+	DelayMS       *int64            `json:"delay_ms"`
+	DelaySource   string            `json:"delay_source,omitempty"`
+	Worker        string            `json:"worker"`
+	Epoch         int64             `json:"epoch"`
+	TraceID       string            `json:"trace_id,omitempty"`
+	ErrorType     string            `json:"error_type,omitempty"`
+	ErrorMessage  string            `json:"error_message,omitempty"`
 }
 
 // stepJSON is a step as --json prints it.
 type stepJSON struct {
-	Step         int              `json:"step"`
-	Activity     string           `json:"activity"`
-	Status       store.StepStatus `json:"status"`
-	Reason       policy.Reason    `json:"reason,omitempty"`
-	ErrorMessage string           `json:"error_message,omitempty"`
-	Policy       json.RawMessage  `json:"policy"`
-	PolicyText   string           `json:"policy_text"`
-	BudgetFrom   int              `json:"budget_from"`
-	Attempts     []attemptJSON    `json:"attempts"`
+	Step         int             `json:"step"`
+	Activity     string          `json:"activity"`
+	Status       sdk.StepStatus  `json:"status"`
+	Reason       policy.Reason   `json:"reason,omitempty"`
+	ErrorMessage string          `json:"error_message,omitempty"`
+	Policy       json.RawMessage `json:"policy"`
+	PolicyText   string          `json:"policy_text"`
+	BudgetFrom   int             `json:"budget_from"`
+	Attempts     []attemptJSON   `json:"attempts"`
 }
 
 // failureJSON is a failure row as --json prints it.
@@ -180,7 +181,7 @@ type failureJSON struct {
 	RequeueCount int           `json:"requeue_count"`
 }
 
-func newFailureJSON(f store.FailureRow) failureJSON {
+func newFailureJSON(f operator.Failure) failureJSON {
 	return failureJSON{RunID: f.RunID, Workflow: f.Workflow, Reason: f.Reason, Step: f.Step, Activity: f.Activity,
 		Attempts: f.Attempts, Errors: f.Errors, Rescues: f.Rescues, ErrorType: f.ErrorType,
 		ErrorMessage: f.ErrorMessage, FailedAt: f.FailedAt, RequeuedAt: f.RequeuedAt, RequeueCount: f.RequeueCount}
@@ -195,16 +196,16 @@ func policyText(raw []byte) string {
 	return p.String()
 }
 
-func (a *app) showRun(st *store.Store, id uuid.UUID) error {
-	r, err := st.GetRun(a.ctx, id)
+func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
+	r, err := op.Run(a.ctx, id)
 	if err != nil {
 		return err
 	}
-	steps, err := st.StepRecords(a.ctx, id)
+	steps, err := op.Steps(a.ctx, id)
 	if err != nil {
 		return err
 	}
-	attempts, err := st.Attempts(a.ctx, id)
+	attempts, err := op.History(a.ctx, id)
 	if err != nil {
 		return err
 	}
@@ -234,7 +235,7 @@ func (a *app) showRun(st *store.Store, id uuid.UUID) error {
 		Failure *failureJSON `json:"failure"`
 		Steps   []stepJSON   `json:"steps"`
 	}{Steps: []stepJSON{}}
-	out.Run = newRunJSON(store.RunSummary{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
+	out.Run = newRunJSON(operator.RunSummary{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
 		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
 	if r.Failure != nil {
 		f := newFailureJSON(*r.Failure)
@@ -262,7 +263,7 @@ func (a *app) showRun(st *store.Store, id uuid.UUID) error {
 	if r.Requeues > 0 {
 		t.row("requeued", fmt.Sprintf("%d times", r.Requeues))
 	}
-	if r.Status == store.RunRunning {
+	if r.Status == sdk.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
 	}
 	if f := r.Failure; f != nil {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -171,9 +172,12 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 		return nil, err
 	}
 
-	h := &handoff{pool: pool, shipped: make(chan string, 1),
-		tenure: sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))}
-	defer h.tenure.Close()
+	tenure, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer tenure.Close()
+	h := &handoff{pool: pool, shipped: make(chan string, 1), tenure: tenure}
 	h.fulfil, h.notify = h.newFulfil(), newNotify()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ShipWorker{h: h})
@@ -188,7 +192,10 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 		return nil, err
 	}
 
-	w := runtime.NewWorker(pool, runtime.Config{Schema: schema, PollInterval: 50 * time.Millisecond, Logger: quiet})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, PollInterval: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Register(h.fulfil, h.notify); err != nil {
 		return nil, err
 	}
@@ -229,7 +236,11 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	case <-time.After(30 * time.Second):
 		return nil, errors.New("the River worker did not work the job in 30s")
 	}
-	runs, err := h.tenure.Failures(ctx, sdk.FailureFilter{}) // none expected
+	op, err := operator.New(pool, operator.WithSchema(schema))
+	if err != nil {
+		return nil, err
+	}
+	runs, err := op.Failures(ctx, operator.FailureFilter{}) // none expected
 	if err != nil || len(runs) > 0 {
 		return nil, fmt.Errorf("unexpected failures %v: %v", runs, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/tenuretest"
 )
@@ -123,7 +124,7 @@ func TestRiverHandoff_OneJobFromTwoAttemptsAndOneRunFromTheJob(t *testing.T) {
 	if err := env.Pool.QueryRow(t.Context(), `SELECT state FROM river_job WHERE id = $1`, jobID).Scan(&state); err != nil || state != "completed" {
 		t.Errorf("job %d is %q, %v; want completed", jobID, state, err)
 	}
-	if fs, err := env.Client.Failures(t.Context(), sdk.FailureFilter{}); err != nil || len(fs) > 0 {
+	if fs, err := env.Operator.Failures(t.Context(), operator.FailureFilter{}); err != nil || len(fs) > 0 {
 		t.Errorf("failures %v, %v; want none", fs, err)
 	}
 }

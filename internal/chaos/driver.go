@@ -18,9 +18,9 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/invariant"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // config is one chaos run's parameters.
@@ -134,7 +134,10 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 
 	// Runs are submitted over the first 60% of the window, so that the
 	// disruptions hit them at every stage.
-	client := sdk.NewClient(pool, sdk.WithSchema(cfg.Schema))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(cfg.Schema))
+	if err != nil {
+		return nil, err
+	}
 	defer client.Close()
 	plan := workload.New(nil).Plan
 	submitCtx, stopSubmit := context.WithCancel(ctx)

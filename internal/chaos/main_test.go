@@ -18,8 +18,9 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/workload"
 	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/sdk"
-	"github.com/tenurehq/tenure/store"
 )
 
 // workerBinary is the worker program, built once for the test process.
@@ -61,6 +62,7 @@ type env struct {
 	pool    *pgxpool.Pool
 	store   *store.Store
 	client  *sdk.Client
+	op      *operator.Operator
 	plan    *sdk.Workflow[workload.Plan, workload.Result]
 	notices *invariant.Listener
 	fleet   fleet.Config
@@ -110,11 +112,19 @@ func newEnvOn(t *testing.T, url, schema string) *env {
 	case <-time.After(waitFor):
 		t.Fatal("completion listener did not start")
 	}
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(client.Close)
+	op, err := operator.New(pool, operator.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &env{
 		t: t, ctx: ctx, schema: schema, pool: pool, store: st,
 		client:  client,
+		op:      op,
 		plan:    workload.New(nil).Plan,
 		notices: l,
 		fleet: fleet.Config{
@@ -244,9 +254,9 @@ func (e *env) inFlight(ids ...uuid.UUID) {
 }
 
 // history returns a run's attempts.
-func (e *env) history(id uuid.UUID) []sdk.Attempt {
+func (e *env) history(id uuid.UUID) []operator.Attempt {
 	e.t.Helper()
-	h, err := e.client.History(e.ctx, id)
+	h, err := e.op.History(e.ctx, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -256,7 +266,7 @@ func (e *env) history(id uuid.UUID) []sdk.Attempt {
 // statuses lists a run's attempts as "step.attempt:status".
 func (e *env) statuses(id uuid.UUID) []string {
 	var out []string
-	h, err := e.client.History(e.ctx, id)
+	h, err := e.op.History(e.ctx, id)
 	if err != nil {
 		return []string{err.Error()}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -131,7 +132,7 @@ func TestPoisonPill_IsQuarantinedWhileTheFleetKeepsWorking(t *testing.T) {
 	if got := e.statuses(poison); !slices.Equal(got, want) {
 		t.Errorf("poison attempts %v, want %v", got, want)
 	}
-	fs, err := e.client.Failures(e.ctx, sdk.FailureFilter{RunID: poison})
+	fs, err := e.op.Failures(e.ctx, operator.FailureFilter{RunID: poison})
 	if err != nil || len(fs) != 1 || fs[0].Rescues != workload.PoisonMaxRescues+1 || fs[0].Errors != 0 {
 		t.Fatalf("failure rows %+v, %v; want one with %d rescues and no errors", fs, err, workload.PoisonMaxRescues+1)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // ErrStopped is returned for writes made after Stop.

@@ -14,7 +14,7 @@ import (
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/noleaks"
 	"github.com/tenurehq/tenure/internal/pgtest"
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(noleaks.Main(m)) }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -125,8 +126,8 @@ func main() {
 	}
 }
 
-func newWorker(pool *pgxpool.Pool, schema, label string) *runtime.Worker {
-	w := runtime.NewWorker(pool, runtime.Config{
+func newWorker(pool *pgxpool.Pool, schema, label string) (*runtime.Worker, error) {
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema:            schema,
 		Label:             label,
 		LeaseTTL:          time.Second, // short, so the crash is noticed within a second
@@ -134,10 +135,13 @@ func newWorker(pool *pgxpool.Pool, schema, label string) *runtime.Worker {
 		PollInterval:      50 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err := w.Register(PlaceOrder, ExportOrder, ShipOrder); err != nil {
-		panic(err)
+	if err != nil {
+		return nil, err
 	}
-	return w
+	if err := w.Register(PlaceOrder, ExportOrder, ShipOrder); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // runWorker is the worker process the demo kills.
@@ -147,7 +151,11 @@ func runWorker(ctx context.Context, url, schema string) error {
 		return err
 	}
 	defer pool.Close()
-	return newWorker(pool, schema, "doomed-worker").Run(ctx)
+	w, err := newWorker(pool, schema, "doomed-worker")
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
 }
 
 // run finds a database and runs the demo in the schema tenure_demo.
@@ -183,8 +191,15 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 	if err := store.Migrate(ctx, pool, store.WithSchema(schema)); err != nil {
 		return err
 	}
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
 	defer client.Close()
+	op, err := operator.New(pool, operator.WithSchema(schema)) // reads the attempts and failures
+	if err != nil {
+		return err
+	}
 
 	// 1. A crash: a worker process picks up an export and is SIGKILLed mid-attempt.
 	fmt.Fprintln(out, "\n== 1. Crash recovery (rescue) ==")
@@ -192,13 +207,16 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 	if err != nil {
 		return err
 	}
-	if err := crashWorkerDuringAttempt(ctx, client, url, schema, export.ID); err != nil {
+	if err := crashWorkerDuringAttempt(ctx, op, url, schema, export.ID); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "a worker process started the export and was killed with SIGKILL mid-attempt")
 
 	// From here on, a worker in this process does the work.
-	w := newWorker(pool, schema, "demo-worker")
+	w, err := newWorker(pool, schema, "demo-worker")
+	if err != nil {
+		return err
+	}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
@@ -213,7 +231,7 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 		return err
 	}
 	fmt.Fprintf(out, "the lease expired, this process's worker rescued the run: %q\n", exported)
-	if err := printHistory(ctx, out, client, export.ID); err != nil {
+	if err := printHistory(ctx, out, op, export.ID); err != nil {
 		return err
 	}
 
@@ -228,7 +246,7 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 		return err
 	}
 	fmt.Fprintf(out, "charged %d for order %s after %d calls\n", receipt.Charged, receipt.OrderID, paymentCalls.Load())
-	if err := printHistory(ctx, out, client, charge.ID); err != nil {
+	if err := printHistory(ctx, out, op, charge.ID); err != nil {
 		return err
 	}
 
@@ -244,15 +262,15 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 		return fmt.Errorf("ship: want a failure, got %v", err)
 	}
 	fmt.Fprintf(out, "run failed: %s at step %d (%s): %s\n", re.Reason, re.Step, re.Activity, re.Message)
-	if err := printHistory(ctx, out, client, ship.ID); err != nil {
+	if err := printHistory(ctx, out, op, ship.ID); err != nil {
 		return err
 	}
-	return printFailures(ctx, out, client, schema)
+	return printFailures(ctx, out, op, schema)
 }
 
 // crashWorkerDuringAttempt starts this program as a worker process, waits
 // until its export attempt is running, and kills it with SIGKILL.
-func crashWorkerDuringAttempt(ctx context.Context, client *sdk.Client, url, schema string, runID uuid.UUID) error {
+func crashWorkerDuringAttempt(ctx context.Context, op *operator.Operator, url, schema string, runID uuid.UUID) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -265,7 +283,7 @@ func crashWorkerDuringAttempt(ctx context.Context, client *sdk.Client, url, sche
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		h, err := client.History(ctx, runID)
+		h, err := op.History(ctx, runID)
 		if err != nil {
 			_ = cmd.Process.Kill()
 			return err
@@ -286,8 +304,8 @@ func crashWorkerDuringAttempt(ctx context.Context, client *sdk.Client, url, sche
 	return nil
 }
 
-func printHistory(ctx context.Context, out io.Writer, client *sdk.Client, id uuid.UUID) error {
-	h, err := client.History(ctx, id)
+func printHistory(ctx context.Context, out io.Writer, op *operator.Operator, id uuid.UUID) error {
+	h, err := op.History(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -302,9 +320,9 @@ func printHistory(ctx context.Context, out io.Writer, client *sdk.Client, id uui
 	return nil
 }
 
-func printFailures(ctx context.Context, out io.Writer, client *sdk.Client, schema string) error {
+func printFailures(ctx context.Context, out io.Writer, op *operator.Operator, schema string) error {
 	fmt.Fprintf(out, "\n  the failure table (SELECT * FROM %s.failures WHERE requeued_at IS NULL):\n", schema)
-	fs, err := client.Failures(ctx, sdk.FailureFilter{})
+	fs, err := op.Failures(ctx, operator.FailureFilter{})
 	if err != nil {
 		return err
 	}

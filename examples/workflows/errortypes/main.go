@@ -34,6 +34,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -151,7 +152,7 @@ func mainErr(ctx context.Context, out io.Writer) error {
 // result is one customer's outcome, for the test.
 type result struct {
 	err     error
-	history []sdk.Attempt
+	history []operator.Attempt
 }
 
 // run syncs four customers in schema (recreated) and prints each outcome
@@ -169,10 +170,13 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 		return nil, err
 	}
 	wf := newSyncCustomer(newCRM())
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema: schema, PollInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Register(wf); err != nil {
 		return nil, err
 	}
@@ -184,8 +188,15 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 		defer cancel()
 		_ = w.Shutdown(shutdown)
 	}()
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
 	defer client.Close()
+	op, err := operator.New(pool, operator.WithSchema(schema)) // reads the attempts table
+	if err != nil {
+		return nil, err
+	}
 
 	customers := []Customer{
 		{Name: "alice", Email: "alice@example.com"},
@@ -205,7 +216,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (map[string]res
 	for _, cu := range customers {
 		r := runs[cu.Name]
 		_, rerr := r.Result(ctx)
-		h, err := client.History(ctx, r.ID)
+		h, err := op.History(ctx, r.ID)
 		if err != nil {
 			return nil, err
 		}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -150,7 +151,7 @@ type outcome struct {
 	quote    Quote
 	quoteErr error
 	missErr  error
-	history  []sdk.Attempt
+	history  []operator.Attempt
 }
 
 // run prices one product through the flaky API and one unknown product, in
@@ -170,10 +171,13 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 		return nil, err
 	}
 	wf := newFetchQuote(api.URL)
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema: schema, PollInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Register(wf); err != nil {
 		return nil, err
 	}
@@ -185,8 +189,15 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 		defer cancel()
 		_ = w.Shutdown(shutdown)
 	}()
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
 	defer client.Close()
+	op, err := operator.New(pool, operator.WithSchema(schema)) // reads the attempts table
+	if err != nil {
+		return nil, err
+	}
 	o := &outcome{}
 
 	fmt.Fprintln(out, "== 1. 429 (Retry-After: 1), then 503 (Retry-After: 120, clamped to 1.5s), then 200 ==")
@@ -196,7 +207,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	}
 	o.quote, o.quoteErr = run.Result(ctx)
 	fmt.Fprintf(out, "quote: %+v, err: %v\n", o.quote, o.quoteErr)
-	if o.history, err = client.History(ctx, run.ID); err != nil {
+	if o.history, err = op.History(ctx, run.ID); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "  %-7s %-10s %-28s %s\n", "attempt", "status", "delay before next (source)", "error")

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -270,8 +271,15 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 
 	pay, mail := newProvider(), &mailer{seen: map[string]bool{}}
 	placeOrder := newPlaceOrder(pay, mail, ordersTable)
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
 	defer client.Close()
+	op, err := operator.New(pool, operator.WithSchema(schema)) // reads the attempts table
+	if err != nil {
+		return nil, err
+	}
 
 	// Worker A reaches the database through a network we can cut.
 	net := &cuttableNetwork{}
@@ -302,7 +310,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	c, err := o.happy.Result(ctx)
 	o.happyErr = err
 	fmt.Fprintf(out, "result: %+v, err: %v\n", c, err)
-	if err := printHistory(ctx, out, client, o.happy); err != nil {
+	if err := printHistory(ctx, out, op, o.happy); err != nil {
 		return nil, err
 	}
 
@@ -349,7 +357,7 @@ func run(ctx context.Context, out io.Writer, url, schema string) (*outcome, erro
 	o.chargeCallsForCutOff = pay.Calls("A-102")
 	fmt.Fprintf(out, "result: %+v, err: %v\n", c, err)
 	fmt.Fprintf(out, "charge calls the provider saw for A-102: %d\n", o.chargeCallsForCutOff)
-	if err := printHistory(ctx, out, client, o.cutOff); err != nil {
+	if err := printHistory(ctx, out, op, o.cutOff); err != nil {
 		return nil, err
 	}
 	mail.mu.Lock()
@@ -368,7 +376,7 @@ go -C cmd/tenure run . --schema %[1]s runs show %[2]s
 
 // startWorker runs a worker until the returned function stops it.
 func startWorker(ctx context.Context, pool *pgxpool.Pool, schema, label string, wf sdk.Definition) (stop func(), err error) {
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema:            schema,
 		Label:             label,
 		LeaseTTL:          2 * time.Second, // short, so the takeover happens within seconds
@@ -376,6 +384,9 @@ func startWorker(ctx context.Context, pool *pgxpool.Pool, schema, label string, 
 		PollInterval:      50 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Register(wf); err != nil {
 		return nil, err
 	}
@@ -419,8 +430,8 @@ func (n *cuttableNetwork) cut() {
 	}
 }
 
-func printHistory(ctx context.Context, out io.Writer, client *sdk.Client, r *sdk.Run[Confirmation]) error {
-	h, err := client.History(ctx, r.ID)
+func printHistory(ctx context.Context, out io.Writer, op *operator.Operator, r *sdk.Run[Confirmation]) error {
+	h, err := op.History(ctx, r.ID)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -105,7 +106,7 @@ func runWorker(ctx context.Context, url, schema, label string) error {
 		return err
 	}
 	defer pool.Close()
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema:            schema,
 		Label:             label,
 		LeaseTTL:          time.Second, // a dead worker's runs are rescued after a second
@@ -113,6 +114,9 @@ func runWorker(ctx context.Context, url, schema, label string) error {
 		PollInterval:      50 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		return err
+	}
 	if err := w.Register(Thumbnail); err != nil {
 		return err
 	}
@@ -131,7 +135,7 @@ type outcome struct {
 	workers         int    // worker processes started
 	killed          int    // of which the poison killed
 	failure         *sdk.RunError
-	history         []sdk.Attempt
+	history         []operator.Attempt
 }
 
 // run starts worker processes (the program at self) until the poison run is
@@ -148,8 +152,15 @@ func run(ctx context.Context, out io.Writer, url, schema, self string) (*outcome
 	if err := store.Migrate(ctx, pool, store.WithSchema(schema)); err != nil {
 		return nil, err
 	}
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
 	defer client.Close()
+	op, err := operator.New(pool, operator.WithSchema(schema)) // reads the attempts table
+	if err != nil {
+		return nil, err
+	}
 	o := &outcome{}
 
 	var current *exec.Cmd
@@ -221,7 +232,7 @@ func run(ctx context.Context, out io.Writer, url, schema, self string) (*outcome
 	fmt.Fprintf(out, "poison.png quarantined by worker-%d: %s at step %d (%s): %s\n",
 		o.workers, o.failure.Reason, o.failure.Step, o.failure.Activity, o.failure.Message)
 
-	if o.history, err = client.History(ctx, poison.ID); err != nil {
+	if o.history, err = op.History(ctx, poison.ID); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "  %-7s %-10s %-7s %-9s %s\n", "attempt", "status", "rescue", "worker", "error")

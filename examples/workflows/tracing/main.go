@@ -31,6 +31,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/operator"
 	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
@@ -111,10 +112,13 @@ func quote(ctx context.Context, out io.Writer, url, schema string, tp *sdktrace.
 	if err != nil {
 		return err
 	}
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema: schema, Observer: inst, PollInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		return err
+	}
 	if err := w.Register(PriceQuote); err != nil {
 		return err
 	}
@@ -126,8 +130,15 @@ func quote(ctx context.Context, out io.Writer, url, schema string, tp *sdktrace.
 		defer cancel()
 		_ = w.Shutdown(drain)
 	}()
-	client := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithStartObserver(inst))
+	if err != nil {
+		return err
+	}
 	defer client.Close()
+	op, err := operator.New(pool, operator.WithSchema(schema)) // reads the attempts table
+	if err != nil {
+		return err
+	}
 
 	ctx, span := tp.Tracer("example").Start(ctx, "handle /quote")
 	run, err := sdk.Start(ctx, client, PriceQuote, Quote{Symbol: "TNR"})
@@ -139,7 +150,7 @@ func quote(ctx context.Context, out io.Writer, url, schema string, tp *sdktrace.
 	if err != nil {
 		return err
 	}
-	h, err := client.History(ctx, run.ID)
+	h, err := op.History(ctx, run.ID)
 	if err != nil {
 		return err
 	}

@@ -77,11 +77,14 @@ func run(schema, label string, concurrency int, lease, heartbeat, poll, drain ti
 	defer ledgerPool.Close()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	w := runtime.NewWorker(pool, runtime.Config{
+	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema: schema, Label: label, Concurrency: concurrency,
 		LeaseTTL: lease, HeartbeatInterval: heartbeat, PollInterval: poll,
 		Logger: logger,
 	})
+	if err != nil {
+		return err
+	}
 	if err := w.Register(workload.New(workload.NewLedger(ledgerPool, schema)).Plan); err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
 // strs turns a typed vocabulary into its strings.

@@ -17,7 +17,7 @@ var sqlBlock = regexp.MustCompile("(?s)```sql\n(.*?)```")
 // the schema name and psql variables filled in. A query the docs show must
 // run.
 func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
-	doc, err := os.ReadFile("../docs/sql.md")
+	doc, err := os.ReadFile("../../docs/sql.md")
 	if err != nil {
 		t.Fatal(err)
 	}

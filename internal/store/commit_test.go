@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/store"
 )
 
 // claimN starts and claims n runs of workflow "wf" on a queue of their own.

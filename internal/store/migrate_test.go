@@ -3,7 +3,7 @@ package store_test
 import (
 	"testing"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 func TestMigrations_AreNumberedWithoutGaps(t *testing.T) {

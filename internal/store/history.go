@@ -36,13 +36,33 @@ type Run struct {
 
 // GetRun loads one run with its open failure row, if any, in one query.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
+	r, err := s.getRun(ctx, `r.id = $1`, uuidArg(id)) // binary, not through driver.Valuer
+	if errors.Is(err, ErrNotFound) {
+		return Run{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	return r, err
+}
+
+// GetRunByKey loads the run started with key (sdk.WithKey), as GetRun does.
+// Keys are unique across workflows: there is at most one.
+func (s *Store) GetRunByKey(ctx context.Context, key string) (Run, error) {
+	r, err := s.getRun(ctx, `r.run_key = $1`, key)
+	if errors.Is(err, ErrNotFound) {
+		return Run{}, fmt.Errorf("run with key %q: %w", key, err)
+	}
+	return r, err
+}
+
+// getRun loads the run that cond (a fixed condition on r with one parameter)
+// selects, or ErrNotFound.
+func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT r.id, r.workflow, r.queue, r.priority, coalesce(r.run_key, ''), r.status, r.input, r.output,
 		       coalesce(r.error_message, ''), coalesce(r.claimant, ''), r.epoch, r.requeues, r.run_after,
 		       r.created_at, r.finished_at, f.id IS NOT NULL, `+failureColumns+`
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
-		WHERE r.id = $1`), uuidArg(id)) // binary, not through driver.Valuer
+		WHERE `+cond), arg)
 	if err != nil {
 		return Run{}, s.wrap("get run", err)
 	}
@@ -58,7 +78,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 		return Run{}, s.wrap("get run", err)
 	}
 	if !found {
-		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+		return Run{}, ErrNotFound
 	}
 	if failed {
 		r.Failure = &f

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // TestDocs_LeastPrivilegeRolesAreEnough applies the grants of
@@ -24,7 +24,7 @@ import (
 // (and no DDL, no deletes), that an operator can requeue and purge, and
 // that a read-only role can look but not requeue.
 func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
-	doc, err := os.ReadFile("../docs/operations.md")
+	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // The heartbeat never waits for a lock: a checkpoint in flight (its fence

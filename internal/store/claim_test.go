@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tenurehq/tenure/store"
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // claimRow is a run as a test lays it down: due (or lease expired) age

@@ -1,0 +1,26 @@
+// Package operator is what a person (or a script, the CLI, the web UI)
+// uses to look after Tenure's runs: find a run by ID or key, read its steps
+// and the timeline of its attempts, list what failed, why and since when,
+// put failed runs back in the queue, cancel runs, apply retention, and read
+// the audit log of it all.
+//
+// An Operator works on one schema of one database:
+//
+//	op, err := operator.New(pool, operator.WithSchema("tenure"))
+//
+// Its actions are the ones the CLI runs (`tenure failures list`, `tenure
+// failures requeue`, `tenure runs show`, `tenure purge`, `tenure audit`).
+// Requeue, RequeueFailures and the purges are SQL functions of the schema
+// (requeue_run, requeue_failures, purge_completed, purge_failures), the one
+// implementation for Go, the CLI and psql, and each writes an audit_log row
+// with the database role and the note given.
+//
+// The vocabulary of the rows (sdk.RunStatus, sdk.StepStatus,
+// sdk.AttemptStatus, sdk.Reason) is package sdk's. Applications start runs
+// and wait for them with sdk.Client, whose Cancel is the same as
+// Operator.Cancel; the schema is managed with package store.
+//
+// Every action checks, once per Operator, that the schema is at the version
+// this code knows (store.ErrSchemaMissing, store.ErrSchemaTooNew otherwise).
+// Statements run on the caller's context: give it a deadline.
+package operator

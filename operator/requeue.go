@@ -1,0 +1,54 @@
+package operator
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/store"
+)
+
+// RequeueFilter selects open failures for RequeueFailures by workflow,
+// activity, reason and time of failure. Set fields must all match; at least
+// one must be set, or All.
+type RequeueFilter = store.RequeueFilter
+
+// RequeueOptions says how RequeueFailures runs: DryRun, the Note for the
+// audit log, BatchSize (runs per statement; 0: all in one) and a Progress
+// callback. The zero value requeues everything that matches in one
+// statement with one audit row.
+type RequeueOptions = store.RequeueOptions
+
+// RequeueCandidate is one open failure that RequeueFailures chose, and
+// whether it put the run back (Requeued is false in a dry run, or when
+// someone else requeued the run first).
+type RequeueCandidate = store.RequeueCandidate
+
+// Requeue puts a failed run back in the queue, through the SQL function
+// requeue_run: the run keeps its ID and its history, the step that failed
+// gets a fresh budget, the failure row is marked requeued (time and count)
+// and stays as history, idle workers are woken, and an audit_log row records
+// it with note (an incident number, say; "" for none). It returns an error
+// wrapping ErrNotFailed for a run that is not failed, ErrNotFound for one
+// that does not exist.
+//
+// Requeueing a run that failed as indeterminate invokes its at-most-once
+// activity again: do it once you know its effect did not happen.
+func (op *Operator) Requeue(ctx context.Context, runID uuid.UUID, note string) error {
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.RequeueRunWithNote(ctx, runID, note)
+}
+
+// RequeueFailures requeues, as Requeue does, every run whose open failure f
+// selects, oldest failure first, through the SQL function requeue_failures:
+// each statement writes an audit_log row with the filter, the count and the
+// note. With o.DryRun it changes nothing and returns what it would requeue.
+// It returns ErrNoFilter when f sets nothing and All is false.
+func (op *Operator) RequeueFailures(ctx context.Context, f RequeueFilter, o RequeueOptions) ([]RequeueCandidate, error) {
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.RequeueFailures(ctx, f, o)
+}

@@ -1,0 +1,90 @@
+package operator
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/store"
+)
+
+// Run is a run's row: its workflow, queue, key, status (sdk.RunStatus),
+// input and output as JSON, the worker holding its lease, its lease epoch,
+// how often it was requeued, and, when it failed, its open failure row
+// (Failure, nil otherwise).
+type Run = store.Run
+
+// RunFilter selects runs for Runs; empty fields match all. Limit 0 means 100.
+type RunFilter = store.RunFilter
+
+// RunSummary is one run as Runs lists it: its status, the worker holding it
+// and the lease time left for a running run, and the reason, step and
+// activity of a failed run's open failure.
+type RunSummary = store.RunSummary
+
+// Step is one step of a run as recorded: its activity, status
+// (sdk.StepStatus), why a failed step gave up, and the effective retry
+// policy of its latest attempt (JSON, as policy.Retry marshals it).
+type Step = store.StepRecord
+
+// Attempt is one attempt of a step, as the attempts table holds it: status
+// (sdk.AttemptStatus), times, error, whether it was a rescue, the delay
+// chosen before the next attempt and its source, the lease epoch, the
+// worker, and the trace and span IDs.
+type Attempt = store.Attempt
+
+// Run returns the run with the given ID, with its open failure row if it
+// failed, or an error wrapping ErrNotFound.
+func (op *Operator) Run(ctx context.Context, id uuid.UUID) (Run, error) {
+	if err := op.ready(ctx); err != nil {
+		return Run{}, err
+	}
+	return op.store.GetRun(ctx, id)
+}
+
+// RunByKey returns the run started with key (sdk.WithKey), as Run does. Keys
+// are unique across workflows, so there is at most one.
+func (op *Operator) RunByKey(ctx context.Context, key string) (Run, error) {
+	if err := op.ready(ctx); err != nil {
+		return Run{}, err
+	}
+	return op.store.GetRunByKey(ctx, key)
+}
+
+// Runs lists the runs that f selects, newest first.
+func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error) {
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.ListRuns(ctx, f)
+}
+
+// Steps returns a run's steps in order: none for a run that has not started
+// a step, or that does not exist (Run tells those apart).
+func (op *Operator) Steps(ctx context.Context, runID uuid.UUID) ([]Step, error) {
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.StepRecords(ctx, runID)
+}
+
+// History returns the timeline of a run: every attempt of every step, in
+// order of step and attempt, requeued ones included.
+func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.Attempts(ctx, runID)
+}
+
+// Cancel ends a queued or running run as cancelled, as sdk.Client.Cancel
+// does. A worker running it loses its lease at its next write or heartbeat
+// and stops; an attempt in flight is recorded as interrupted. It returns an
+// error wrapping ErrFinished for a run that already ended, ErrNotFound for
+// one that does not exist.
+func (op *Operator) Cancel(ctx context.Context, runID uuid.UUID) error {
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.CancelRun(ctx, runID)
+}

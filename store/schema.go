@@ -1,0 +1,37 @@
+package store
+
+import (
+	"github.com/tenurehq/tenure/internal/store"
+)
+
+// DefaultSchema is the schema Tenure's tables live in unless WithSchema names another.
+const DefaultSchema = store.DefaultSchema
+
+// Option configures Migrate and Status.
+type Option = store.Option
+
+// WithSchema puts Tenure's tables in the named schema instead of DefaultSchema.
+// The name must be a lower-case SQL identifier (letters, digits, underscore):
+// ValidateSchema says whether it is.
+func WithSchema(name string) Option { return store.WithSchema(name) }
+
+// ValidateSchema reports whether name can be used as Tenure's schema name:
+// nil for a lower-case SQL identifier, else an error saying why not.
+func ValidateSchema(name string) error { return store.ValidateSchema(name) }
+
+// ErrSchemaMissing is returned by every entry point of Tenure (Start, a
+// worker's Run, an operator's actions) when Tenure's tables are not there,
+// or not at the version the code needs: run Migrate or `tenure migrate up`
+// first.
+var ErrSchemaMissing = store.ErrSchemaMissing
+
+// ErrSchemaTooNew is returned when the schema was migrated by a newer Tenure
+// than this binary knows: upgrade the binary instead of running it.
+var ErrSchemaTooNew = store.ErrSchemaTooNew
+
+// ErrTransactionPooler is returned (wrapping PostgreSQL's error) when a
+// statement fails because pgx's prepared statements met a connection pooler
+// in transaction mode, such as pgbouncer with pool_mode=transaction. The fix
+// is in the database URL: default_query_exec_mode=cache_describe or exec
+// (docs/operations.md, "Connection poolers").
+var ErrTransactionPooler = store.ErrTransactionPooler
