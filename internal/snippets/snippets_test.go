@@ -86,7 +86,7 @@ func TestCheck_ReportsEachFailingBlockWithItsFileAndLine(t *testing.T) {
 	}()
 	<-done
 	wants := []string{
-		fmt.Sprintf("%s:%d: the block does not compile or vet:\n\tvet: %s:%d:19: not enough arguments in call to w.Start", file, line("w :="), file, line("w :=")+1),
+		fmt.Sprintf("%s:%d: the block does not compile or vet:\n\tvet: %s:%d:19: not enough arguments in call to w.Start", file, line("w, err :="), file, line("w, err :=")+4),
 		fmt.Sprintf("%s:%d: the block is not gofmt'ed; gofmt has it as:\nsum := 1 + 2", file, line("sum")),
 		fmt.Sprintf("%s:%d: the block does not compile or vet:\n\tvet: %s:%d:2: undefined: undefinedThing", file, line("package main"), file, line("package main")+3),
 		fmt.Sprintf("%s:%d: the block does not compile or vet:\n\t%s:%d:", file, line("package other"), file, line("package other")+4),
