@@ -27,12 +27,14 @@ type Config struct {
 	// HeartbeatInterval is how often the worker renews all its leases, in one
 	// statement. Default LeaseTTL/3; must be below LeaseTTL.
 	HeartbeatInterval time.Duration
-	// StatementTimeout bounds every statement and batch the worker sends
-	// (claims, checkpoints, renewals, reads) and every connection it opens:
-	// one that takes longer is cancelled and its connection closed, so a
-	// black-holed network cannot hold a run, the heartbeat or Shutdown. A
-	// write that times out is retried while the run's lease can still be
-	// held. Default HeartbeatInterval, but at least 1s (or LeaseTTL/2 when
+	// StatementTimeout bounds each statement and batch the worker sends
+	// (claims, renewals, reads) and each connection it opens: one that takes
+	// longer is cancelled and its connection closed, so a black-holed
+	// network cannot hold a run, the heartbeat or Shutdown. A run's write
+	// may wait for the batch before its own, so each of its tries gets twice
+	// that; a write that times out is retried while the run's lease can
+	// still be held. The start-up checks of Start and Run use the caller's
+	// context. Default HeartbeatInterval, but at least 1s (or LeaseTTL/2 when
 	// that is shorter, for tiny test leases); must be below LeaseTTL.
 	StatementTimeout time.Duration
 	// PollInterval is how often an idle worker looks for due runs when no

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -195,5 +198,58 @@ func TestDatabaseError_PermissionDeniedQuarantinesNothingAndReportsUnhealthy(t *
 	// Logged once (the same error, within troubleLogEvery), and its end once.
 	if f, ok := logs.count("write runs failed"), logs.count("write runs works again"); f != 1 || ok != 1 {
 		t.Fatalf("logged the failure %d times and the recovery %d times (of %d errors), want once each", f, ok, st.DatabaseErrors)
+	}
+}
+
+// What PostgreSQL cannot store is the activity's problem, told at once, not
+// a database error retried for ever: an output holding a NUL character
+// (jsonb refuses \u0000) fails its step as non-retryable, and an error
+// message with invalid UTF-8 and a NUL is stored with those replaced.
+func TestDatabaseError_UnstorableOutputFailsItsStepAndBadTextIsCleaned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var calls atomic.Int32
+	nul := activities.New("nul-output", func(context.Context, int) (string, error) {
+		calls.Add(1)
+		return "a\x00b", nil
+	}, policy.MaxAttempts(3))
+	badText := activities.New("bad-text", func(context.Context, int) (string, error) {
+		return "", policy.Permanent(errors.New("bad \xff byte and a \x00 here"))
+	})
+	escaped := activities.New("escaped", func(context.Context, int) (string, error) {
+		return `a literal \u0000 is fine`, nil
+	})
+	wf := sdk.NewWorkflow("unstorable", func(ctx context.Context, n int) (string, error) {
+		switch n {
+		case 0:
+			return sdk.Execute(ctx, nul, n)
+		case 1:
+			return sdk.Execute(ctx, badText, n)
+		}
+		return sdk.Execute(ctx, escaped, n)
+	})
+	e.worker(e.config(), wf)
+	var runs []*sdk.Run[string]
+	for i := range 3 {
+		r, err := sdk.Start(e.ctx, e.client, wf, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	_, err := result(t, runs[0])
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonNonRetryable || !strings.Contains(re.Message, "NUL character") {
+		t.Fatalf("NUL output: %v, want non_retryable naming the NUL", err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("NUL output: invoked %d times, want once", calls.Load())
+	}
+	_, err = result(t, runs[1])
+	if !errors.As(err, &re) || re.Message != "bad \uFFFD byte and a \uFFFD here" {
+		t.Fatalf("bad text: %v, want the message stored with U+FFFD", err)
+	}
+	if out, err := result(t, runs[2]); err != nil || out != `a literal \u0000 is fine` {
+		t.Fatalf("escaped backslash: %q, %v", out, err)
 	}
 }

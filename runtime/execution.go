@@ -31,6 +31,7 @@ type execution struct {
 	mu        sync.Mutex
 	lastRenew time.Time
 	lostOnce  sync.Once
+	lost      atomic.Bool // lose was called: the lease is no longer ours
 	// ending is set before the run's last write (completion, failure,
 	// hand-off). A heartbeat that then misses the lease may be seeing that
 	// very write, so it leaves the verdict to the write's fenced result.
@@ -98,6 +99,7 @@ func (e *execution) renewed(at time.Time) {
 // event logged and counted, once.
 func (e *execution) lose(why string) {
 	e.lostOnce.Do(func() {
+		e.lost.Store(true)
 		e.w.leasesLost.Add(1)
 		e.log.Warn("tenure: lease lost; abandoning the run to its new holder", "why", why)
 		e.cancel(errLeaseLost)
@@ -195,6 +197,12 @@ func (e *execution) run() {
 			Reason:       sdk.ReasonWorkflowError,
 			ErrorMessage: fmt.Sprintf("workflow output is %d bytes, limit %d: %v", len(o.output), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge),
 			ErrorType:    "tenure.PayloadTooLarge",
+		})
+	case hasNULEscape(o.output):
+		e.failRun(store.Failure{
+			Reason:       sdk.ReasonWorkflowError,
+			ErrorMessage: "workflow output holds a NUL character (\\u0000), which PostgreSQL's jsonb cannot store",
+			ErrorType:    "tenure.UnstorableOutput",
 		})
 	default:
 		e.ending.Store(true)
@@ -368,7 +376,15 @@ func (e *execution) retry(path *trouble, f func(ctx context.Context) error) erro
 		err := f(ctx)
 		cancel()
 		if err == nil {
-			path.ok()
+			if waiting {
+				waiting = false
+				e.w.waiting.Add(-1)
+			}
+			// The path works again only once no run still waits on it: one
+			// run's success says nothing of another's refused write.
+			if e.w.waiting.Load() == 0 {
+				path.ok()
+			}
 			return nil
 		}
 		if errors.Is(err, committer.ErrStopped) {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -219,6 +220,11 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	out, stack, callErr := s.invoke(actx, stx, rescue, timeout)
 	ran := time.Since(began)
 
+	if callErr == nil && hasNULEscape(out) {
+		// PostgreSQL's jsonb cannot store it: the checkpoint would be
+		// refused on every try. The activity's output is the problem.
+		callErr = policy.Permanent(fmt.Errorf("activity %q output holds a NUL character (\\u0000), which PostgreSQL's jsonb cannot store", s.act.Name()))
+	}
 	if callErr == nil {
 		if len(out) <= e.w.cfg.MaxPayload {
 			// The observer hears of the success once it is recorded: until
@@ -237,7 +243,10 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
-	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil {
+	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil &&
+		!errors.Is(callErr, context.DeadlineExceeded) && !errors.Is(callErr, context.Canceled) {
+		// (pgx closes a connection whose query outlived its context: that
+		// is the attempt's own timeout, charged below like any other.)
 		// The step's transaction lost its connection (a database restart,
 		// a network cut): its writes rolled back with it, and the error is
 		// the database's, not the activity's. Like a transaction that could
@@ -514,4 +523,24 @@ func typeName(err error) string {
 		}
 		err = inner
 	}
+}
+
+// hasNULEscape reports whether the JSON b holds the escape \u0000, which
+// jsonb refuses (an escaped backslash followed by "u0000" is fine).
+func hasNULEscape(b []byte) bool {
+	for i := bytes.Index(b, []byte(`\u0000`)); i >= 0; {
+		n := 0 // backslashes ending at i, that one included
+		for j := i; j >= 0 && b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 1 {
+			return true
+		}
+		k := bytes.Index(b[i+1:], []byte(`\u0000`))
+		if k < 0 {
+			return false
+		}
+		i += 1 + k
+	}
+	return false
 }

@@ -90,6 +90,7 @@ type Worker struct {
 	// it fails: Health reports them.
 	claims, renewals, writes *trouble
 	waiting                  atomic.Int64 // runs whose write is being retried
+	abandoned                atomic.Bool  // Shutdown gave up: leases are no longer renewed
 	serving                  atomic.Bool  // between the start of Run and its return
 }
 
@@ -302,8 +303,9 @@ func (w *Worker) stop() {
 // (StatementTimeout, at most 2s, at most half the time left), so that the
 // runs are released by the deadline and Shutdown returns by then; when ctx
 // is cancelled instead, the hand-off gets that time after it. A run
-// not handed back by then keeps running in the background until its writes
-// give up, and is rescued from its last checkpoint once its lease expires;
+// not handed back by then is no longer renewed: it keeps running in the
+// background until its lease runs out (its writes' retries end with it), and
+// is rescued from its last checkpoint by another worker;
 // Shutdown then returns an error saying how many. It returns nil when every
 // run finished or was handed back within the drain, else ctx's error.
 func (w *Worker) Shutdown(ctx context.Context) error {
@@ -353,6 +355,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	n := len(w.running)
 	w.mu.Unlock()
+	w.abandoned.Store(true) // no more renewals: the leases expire, and with them the writes' retries
 	return fmt.Errorf("%w: %d runs not handed back in time (the database is slow or unreachable); each is rescued once its lease expires", cut, n)
 }
 
@@ -522,8 +525,23 @@ func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
 		} else {
 			bo.reset()
 		}
-		timer.Reset(next)
+		// A lease not renewed (the renewal failed, or its row was busy)
+		// must be stopped as its time runs out, not at the next beat.
+		timer.Reset(max(min(next, w.leaseLeft()), 10*time.Millisecond))
 	}
+}
+
+// leaseLeft is the least time any held lease can still be ours.
+func (w *Worker) leaseLeft() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	least := w.cfg.LeaseTTL
+	for _, e := range w.running {
+		if !e.lost.Load() { // a lost run may linger (its activity ignoring its context)
+			least = min(least, e.leaseLeft())
+		}
+	}
+	return least
 }
 
 // beat renews every held lease once.
@@ -534,6 +552,16 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 		held = append(held, e)
 	}
 	w.mu.Unlock()
+	if w.abandoned.Load() {
+		// Shutdown gave up on these runs: their leases run out, which ends
+		// their writes' retries, and they are rescued elsewhere.
+		for _, e := range held {
+			if e.leaseLeft() <= 0 {
+				e.lose("not renewed after Shutdown gave up handing the run back")
+			}
+		}
+		return nil
+	}
 	// The try ends before the first of these leases can expire, by our own
 	// clock, so that its run is stopped in time if the renewal fails. A
 	// lease already past its TTL can no longer be ours.

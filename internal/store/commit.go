@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -235,15 +236,15 @@ func (c *commitBatch) add(i int, w *Write) {
 		e := &c.end
 		e.ids, e.epochs = append(e.ids, id), append(e.epochs, ep)
 		e.steps, e.attempts = append(e.steps, int32(end.Step)), append(e.attempts, int32(end.Attempt))
-		e.status, e.msg = append(e.status, string(end.Status)), append(e.msg, end.ErrorMessage)
-		e.typ, e.stk = append(e.typ, end.ErrorType), append(e.stk, end.ErrorStack)
+		e.status, e.msg = append(e.status, string(end.Status)), append(e.msg, text(end.ErrorMessage))
+		e.typ, e.stk = append(e.typ, text(end.ErrorType)), append(e.stk, text(end.ErrorStack))
 		e.delays, e.sources = append(e.delays, delayMS(end.Delay)), append(e.sources, end.DelaySource)
 	}
 	if f := w.FailStep; f != nil {
 		c.mark(kindFailStep, i)
 		x := &c.failStep
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(f.Step))
-		x.reasons, x.msgs, x.types = append(x.reasons, string(f.Reason)), append(x.msgs, f.ErrorMessage), append(x.types, f.ErrorType)
+		x.reasons, x.msgs, x.types = append(x.reasons, string(f.Reason)), append(x.msgs, text(f.ErrorMessage)), append(x.types, text(f.ErrorType))
 		x.values = append(x.values, string(f.ErrorValue))
 	}
 	if a := w.StartAttempt; a != nil {
@@ -273,8 +274,8 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.ids, x.epochs = append(x.ids, id), append(x.epochs, ep)
 		x.steps, x.activities = append(x.steps, step), append(x.activities, activity)
 		x.attempts, x.errs, x.rescues = append(x.attempts, int32(f.Attempts)), append(x.errs, int32(f.Errors)), append(x.rescues, int32(f.Rescues))
-		x.reasons, x.msgs = append(x.reasons, string(f.Reason)), append(x.msgs, f.ErrorMessage)
-		x.types, x.stacks = append(x.types, f.ErrorType), append(x.stacks, f.ErrorStack)
+		x.reasons, x.msgs = append(x.reasons, string(f.Reason)), append(x.msgs, text(f.ErrorMessage))
+		x.types, x.stacks = append(x.types, text(f.ErrorType)), append(x.stacks, text(f.ErrorStack))
 		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
 	}
 	if r := w.Release; r != nil {
@@ -524,3 +525,14 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 }
 
 var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "start attempts", "complete runs", "fail runs", "release runs"}
+
+// text is s as PostgreSQL's text stores it: valid UTF-8 without NUL
+// characters (invalid bytes and NULs become U+FFFD). An error message
+// is whatever an activity returned; one PostgreSQL refuses would fail its
+// write on every try.
+func text(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
