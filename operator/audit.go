@@ -14,6 +14,8 @@ type AuditEntry = store.AuditEntry
 // AuditLog returns the newest audit_log rows, newest first; limit 0 means
 // 100.
 func (op *Operator) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,8 @@ type FailureCount = store.FailureCount
 
 // Failures lists the failure rows that f selects, newest first.
 func (op *Operator) Failures(ctx context.Context, f FailureFilter) ([]Failure, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -35,6 +37,8 @@ func (op *Operator) Failures(ctx context.Context, f FailureFilter) ([]Failure, e
 // within a bucket: which activities fail most, why, and since when. It is
 // the SQL function failure_buckets.
 func (op *Operator) FailureCounts(ctx context.Context, width time.Duration, since time.Time) ([]FailureCount, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package operator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -12,15 +14,29 @@ import (
 // Operator runs the operator's actions on one schema of one database. It is
 // safe for concurrent use and holds nothing but the pool it was given.
 type Operator struct {
-	store *store.Store
+	store   *store.Store
+	timeout time.Duration
 }
 
 // Option configures an Operator.
 type Option func(*options)
 
 type options struct {
-	schema string
+	schema  string
+	timeout time.Duration
 }
+
+// DefaultStatementTimeout is the statement deadline of an Operator made
+// without WithStatementTimeout.
+const DefaultStatementTimeout = 30 * time.Second
+
+// WithStatementTimeout sets the deadline of each action that is one statement
+// (every action but RequeueFailures, PurgeCompleted and PurgeFailures, which
+// work in batches for as long as their context lasts), applied when the
+// caller's context has no earlier deadline (default
+// DefaultStatementTimeout), so that an unreachable database cannot hold a
+// caller. d must be positive.
+func WithStatementTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithSchema names the schema Tenure's tables live in (default
 // store.DefaultSchema). It must be the one the workers and the migration use.
@@ -30,18 +46,21 @@ func WithSchema(name string) Option { return func(o *options) { o.schema = name 
 // pool, an invalid schema name) at once and sends nothing to the database:
 // the schema is checked by the first action.
 func New(pool *pgxpool.Pool, opts ...Option) (*Operator, error) {
-	o := options{schema: store.DefaultSchema}
+	o := options{schema: store.DefaultSchema, timeout: DefaultStatementTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if pool == nil {
 		return nil, errors.New("operator.New: nil pool")
 	}
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("operator.New: statement timeout %s must be positive", o.timeout)
+	}
 	st, err := store.New(pool, store.WithSchema(o.schema))
 	if err != nil {
 		return nil, err
 	}
-	return &Operator{store: st}, nil
+	return &Operator{store: st, timeout: o.timeout}, nil
 }
 
 // ErrNotFound is returned for a run that does not exist (by ID or key).
@@ -63,4 +82,9 @@ func (op *Operator) ready(ctx context.Context) error {
 		return errors.New("operator: nil *Operator (use operator.New)")
 	}
 	return op.store.Check(ctx)
+}
+
+// bounded is ctx with the statement deadline, unless ctx ends earlier.
+func (op *Operator) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, op.timeout)
 }

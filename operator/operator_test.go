@@ -1,13 +1,16 @@
 package operator_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tenurehq/tenure/internal/faultproxy"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/operator"
@@ -144,5 +147,34 @@ func TestOperator_RequeueCancelAndAudit(t *testing.T) {
 	audit, err := op.AuditLog(ctx, 0)
 	if err != nil || len(audit) != 1 || audit[0].Action != "requeue" || audit[0].Note != "INC-7" || audit[0].RunIDs[0] != ids[0] {
 		t.Fatalf("AuditLog: %+v, %v", audit, err)
+	}
+}
+
+// An unreachable database (a proxy that stops forwarding: no reset, just
+// silence) cannot hold an operator's caller past the statement timeout.
+func TestOperator_StatementTimeoutBoundsACallToASilentDatabase(t *testing.T) {
+	t.Parallel()
+	if _, err := operator.New(pgtest.Pool(t), operator.WithStatementTimeout(0)); err == nil {
+		t.Fatal("New with a zero statement timeout: no error")
+	}
+	proxy, url, err := faultproxy.StartFor(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	t.Cleanup(func() { _ = proxy.Close() }) // first: it ends pgx's cancel requests in the black hole
+	op, err := operator.New(pool, operator.WithStatementTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	began := time.Now()
+	_, err = op.Run(t.Context(), uuid.New())
+	if took := time.Since(began); !errors.Is(err, context.DeadlineExceeded) || took > 2*time.Second {
+		t.Fatalf("Run on a silent database: %v after %s, want the deadline within about 300ms", err, took)
 	}
 }

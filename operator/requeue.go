@@ -35,6 +35,8 @@ type RequeueCandidate = store.RequeueCandidate
 // Requeueing a run that failed as indeterminate invokes its at-most-once
 // activity again: do it once you know its effect did not happen.
 func (op *Operator) Requeue(ctx context.Context, runID uuid.UUID, note string) error {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return err
 	}

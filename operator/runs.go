@@ -36,6 +36,8 @@ type Attempt = store.Attempt
 // Run returns the run with the given ID, with its open failure row if it
 // failed, or an error wrapping ErrNotFound.
 func (op *Operator) Run(ctx context.Context, id uuid.UUID) (Run, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return Run{}, err
 	}
@@ -45,6 +47,8 @@ func (op *Operator) Run(ctx context.Context, id uuid.UUID) (Run, error) {
 // RunByKey returns the run started with key (sdk.WithKey), as Run does. Keys
 // are unique across workflows, so there is at most one.
 func (op *Operator) RunByKey(ctx context.Context, key string) (Run, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return Run{}, err
 	}
@@ -53,6 +57,8 @@ func (op *Operator) RunByKey(ctx context.Context, key string) (Run, error) {
 
 // Runs lists the runs that f selects, newest first.
 func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -62,6 +68,8 @@ func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error)
 // Steps returns a run's steps in order: none for a run that has not started
 // a step, or that does not exist (Run tells those apart).
 func (op *Operator) Steps(ctx context.Context, runID uuid.UUID) ([]Step, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -71,6 +79,8 @@ func (op *Operator) Steps(ctx context.Context, runID uuid.UUID) ([]Step, error) 
 // History returns the timeline of a run: every attempt of every step, in
 // order of step and attempt, requeued ones included.
 func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -83,6 +93,8 @@ func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]Attempt, er
 // error wrapping ErrFinished for a run that already ended, ErrNotFound for
 // one that does not exist.
 func (op *Operator) Cancel(ctx context.Context, runID uuid.UUID) error {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return err
 	}
