@@ -40,7 +40,7 @@ func TestEveryWorkload(t *testing.T) {
 		url: url, systems: allSystems, loads: allLoads, prefix: "benchtest",
 		runsA: 20, runsB: 20, runsC: 20, runsD: 20, stepsB: 10,
 		callers: 100, poolSize: 20, dWorkers: []int{1, 2, 4},
-		tenureConcurrency: 100, riverWorkers: 2000,
+		tenureConcurrency: 100, tenureDrain: 1000, riverWorkers: 2000,
 		riverCooldown: 2 * time.Millisecond, riverPoll: 20 * time.Millisecond,
 		log: testLog{t},
 	}

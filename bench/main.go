@@ -45,6 +45,7 @@ type config struct {
 	dWorkers                   []int // worker processes in D
 
 	tenureConcurrency int // runs a Tenure worker executes at once
+	tenureDrain       int // the same, for A' (a drain, like River's MaxWorkers)
 	riverWorkers      int // River's MaxWorkers
 	riverCooldown     time.Duration
 	riverPoll         time.Duration
@@ -114,6 +115,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	c := config{log: log, prefix: "bench", stepsB: 10, callers: 100, poolSize: 20, dWorkers: []int{1, 2, 4}}
 	fs.IntVar(&c.tenureConcurrency, "tenure-concurrency", 100, "Tenure worker Concurrency (matches the 100 callers)")
+	fs.IntVar(&c.tenureDrain, "tenure-drain-concurrency", 1000, "Tenure worker Concurrency in A' (a drain: River gets 2000 workers)")
 	fs.IntVar(&c.riverWorkers, "river-workers", 2000, "River MaxWorkers (riverbench's value)")
 	fs.DurationVar(&c.riverCooldown, "river-fetch-cooldown", 2*time.Millisecond, "River FetchCooldown (riverbench's value)")
 	fs.DurationVar(&c.riverPoll, "river-fetch-poll", 20*time.Millisecond, "River FetchPollInterval (riverbench's value)")

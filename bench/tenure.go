@@ -66,8 +66,8 @@ func (e *tenureEnv) close() {
 	e.pool.Close()
 }
 
-func (e *tenureEnv) worker(c config) (*runtime.Worker, error) {
-	w, err := runtime.NewWorker(e.pool, runtime.Config{Schema: e.schema, Concurrency: c.tenureConcurrency, Logger: quiet})
+func (e *tenureEnv) worker(c config, concurrency int) (*runtime.Worker, error) {
+	w, err := runtime.NewWorker(e.pool, runtime.Config{Schema: e.schema, Concurrency: concurrency, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func tenureCallers(ctx context.Context, c config, m *meter, load string, n, step
 		return res, err
 	}
 	defer e.close()
-	w, err := e.worker(c)
+	w, err := e.worker(c, c.tenureConcurrency)
 	if err != nil {
 		return res, err
 	}
@@ -142,7 +142,7 @@ func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error
 	if _, err := startMany(ctx, e.client, benchWF, inputs(n, 1)); err != nil {
 		return res, err
 	}
-	w, err := e.worker(c)
+	w, err := e.worker(c, c.tenureDrain)
 	if err != nil {
 		return res, err
 	}
