@@ -22,5 +22,7 @@
 //
 // Every action checks, once per Operator, that the schema is at the version
 // this code knows (store.ErrSchemaMissing, store.ErrSchemaTooNew otherwise).
-// Statements run on the caller's context: give it a deadline.
+// Each one-statement action has a deadline (WithStatementTimeout, default
+// DefaultStatementTimeout); RequeueFailures and the purges work in batches
+// for as long as the caller's context lasts.
 package operator

@@ -81,10 +81,16 @@ func (op *Operator) ready(ctx context.Context) error {
 	if op == nil {
 		return errors.New("operator: nil *Operator (use operator.New)")
 	}
-	return op.store.Check(ctx)
+	// Bounded even for the batched actions: the check is one statement.
+	cctx, cancel := context.WithTimeout(ctx, op.timeout)
+	defer cancel()
+	return op.store.Check(cctx)
 }
 
 // bounded is ctx with the statement deadline, unless ctx ends earlier.
 func (op *Operator) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if op == nil { // ready reports the nil *Operator
+		return ctx, func() {}
+	}
 	return context.WithTimeout(ctx, op.timeout)
 }

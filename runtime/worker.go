@@ -155,6 +155,9 @@ func (w *Worker) Health() error {
 	if !w.serving.Load() {
 		return ErrNotRunning
 	}
+	if w.abandoned.Load() {
+		return fmt.Errorf("tenure worker %s: Shutdown gave up handing runs back; their leases are no longer renewed: %w", w.cfg.Label, ErrNotRunning)
+	}
 	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state())
 	if err != nil {
 		return fmt.Errorf("tenure worker %s unhealthy (%d runs waiting to write): %w", w.cfg.Label, w.waiting.Load(), err)

@@ -1,5 +1,6 @@
 // Package sdk is what application code imports to write durable workflows on
-// PostgreSQL and to start, wait for, cancel and requeue their runs.
+// PostgreSQL and to start, wait for and cancel their runs (requeueing is an
+// operator's action: package operator).
 //
 // A workflow is an ordinary Go function. The activities it calls through
 // [Execute] do the side effects; each call is checkpointed in Postgres, so a
@@ -205,7 +206,7 @@
 // (a schema that was never migrated, no connection) and runs the worker in
 // the background until ctx ends or [runtime.Worker.Shutdown] drains it. Workers may run
 // in the same process as the client or in others; any worker that registered
-// a run's workflow may continue it. The schema comes from [store.Migrate]
+// a run's workflow may continue it. The schema comes from store.Migrate (package github.com/tenurehq/tenure/store)
 // (or tenure migrate up); [WithSchema] and runtime.Config.Schema name another
 // than "tenure".
 //

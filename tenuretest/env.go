@@ -124,7 +124,7 @@ func New(t TB, opts ...Option) *Env {
 	if e.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		t.Fatalf("tenuretest: open pool: %v", err)
 	}
-	t.Cleanup(e.Pool.Close)
+	t.Cleanup(e.closePool)
 	if err := store.Migrate(ctx, e.Pool, store.WithSchema(e.Schema)); err != nil {
 		t.Fatalf("tenuretest: migrate schema %s: %v", e.Schema, err)
 	}
@@ -189,10 +189,26 @@ func (e *Env) stopWorker() {
 	}
 }
 
+// closePool closes the pool, waiting a few seconds at most: a transaction
+// an activity still holds (one that ignores its context) keeps its
+// connection, and Pool.Close would wait for it for ever.
+func (e *Env) closePool() {
+	done := make(chan struct{})
+	go func() { e.Pool.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		e.t.Errorf("tenuretest: the pool did not close in 5s: an activity still holds a connection (it ignores its context)")
+	}
+}
+
 func (e *Env) dropSchema() {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := e.Pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{e.Schema}.Sanitize()+" CASCADE"); err != nil {
+	// A lock held by an activity that outlived the test must not hold the
+	// drop for opTimeout.
+	drop := "SET LOCAL lock_timeout = '2s'; DROP SCHEMA IF EXISTS " + pgx.Identifier{e.Schema}.Sanitize() + " CASCADE"
+	if _, err := e.Pool.Exec(ctx, "BEGIN; "+drop+"; COMMIT"); err != nil {
 		e.t.Errorf("tenuretest: drop schema %s: %v", e.Schema, err)
 	}
 }
