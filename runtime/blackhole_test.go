@@ -25,22 +25,7 @@ import (
 func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	proxy, url, err := faultproxy.StartFor(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cutPool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cutPool.Close)
-	// First: closing the proxy ends the cancel requests pgx sent into the
-	// black hole, which the pool's Close would otherwise wait for (15s).
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy, cutPool := proxiedPool(e)
 
 	type stopped struct {
 		at    time.Time
@@ -72,32 +57,8 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 	wcfg := e.config()
 	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 3*time.Second, 300*time.Millisecond
 	wcfg.Label = "cut-off"
-	cut, err := runtime.NewWorker(cutPool, wcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cut.Register(wf); err != nil {
-		t.Fatal(err)
-	}
-	if err := cut.Start(context.WithoutCancel(e.ctx)); err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
-	var runs []*sdk.Run[string]
-	for i := range n {
-		r, err := sdk.Start(e.ctx, e.client, wf, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, r)
-	}
-	for range n {
-		select {
-		case <-running:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the cut-off worker did not start every run")
-		}
-	}
+	cut, runs := startHeld(e, cutPool, wcfg, wf, n, running)
 	time.Sleep(wcfg.HeartbeatInterval) // a renewal or two went through
 	blackholed := time.Now()
 	proxy.Blackhole()
@@ -134,7 +95,7 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	began := time.Now()
-	err = cut.Shutdown(ctx)
+	err := cut.Shutdown(ctx)
 	took := time.Since(began)
 	t.Logf("Shutdown of the cut-off worker: %s, %v", took.Round(time.Millisecond), err)
 	if took > drain+500*time.Millisecond {
@@ -151,20 +112,7 @@ func TestBlackhole_WorkerStopsItsActivitiesWithinTheLeaseAndShutsDownOnTime(t *t
 func TestBlackhole_ShutdownReturnsByItsDeadlineWhileHoldingRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	proxy, url, err := faultproxy.StartFor(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cutPool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cutPool.Close)
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy, cutPool := proxiedPool(e)
 
 	running := make(chan struct{}, 16)
 	hold := activities.New("hold", func(ctx context.Context, _ int) (string, error) {
@@ -180,38 +128,14 @@ func TestBlackhole_ShutdownReturnsByItsDeadlineWhileHoldingRuns(t *testing.T) {
 	})
 	wcfg := e.config()
 	wcfg.LeaseTTL, wcfg.HeartbeatInterval = 3*time.Second, 300*time.Millisecond
-	cut, err := runtime.NewWorker(cutPool, wcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cut.Register(wf); err != nil {
-		t.Fatal(err)
-	}
-	if err := cut.Start(context.WithoutCancel(e.ctx)); err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
-	var runs []*sdk.Run[string]
-	for i := range n {
-		r, err := sdk.Start(e.ctx, e.client, wf, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, r)
-	}
-	for range n {
-		select {
-		case <-running:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the worker did not start every run")
-		}
-	}
+	cut, runs := startHeld(e, cutPool, wcfg, wf, n, running)
 	proxy.Blackhole()
 	const drain = 1500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	began := time.Now()
-	err = cut.Shutdown(ctx)
+	err := cut.Shutdown(ctx)
 	took := time.Since(began)
 	t.Logf("Shutdown: %s, %v", took.Round(time.Millisecond), err)
 	if took > drain+200*time.Millisecond {
@@ -226,4 +150,59 @@ func TestBlackhole_ShutdownReturnsByItsDeadlineWhileHoldingRuns(t *testing.T) {
 			t.Fatalf("run %d: %q, %v", i, out, err)
 		}
 	}
+}
+
+// proxiedPool is a pool whose connections go through a proxy the test can
+// black-hole.
+func proxiedPool(e *env) (*faultproxy.Proxy, *pgxpool.Pool) {
+	e.t.Helper()
+	proxy, url, err := faultproxy.StartFor(pgtest.URL(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	// First: closing the proxy ends the cancel requests pgx sent into the
+	// black hole, which the pool's Close would otherwise wait for (15s).
+	e.t.Cleanup(func() { _ = proxy.Close() })
+	return proxy, pool
+}
+
+// startHeld starts a worker on pool and n runs of wf, and waits until each
+// of their first attempts is running (signalled on running).
+func startHeld(e *env, pool *pgxpool.Pool, cfg runtime.Config, wf *sdk.Workflow[int, string], n int, running <-chan struct{}) (*runtime.Worker, []*sdk.Run[string]) {
+	e.t.Helper()
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Register(wf); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		e.t.Fatal(err)
+	}
+	var runs []*sdk.Run[string]
+	for i := range n {
+		r, err := sdk.Start(e.ctx, e.client, wf, i)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	for range n {
+		select {
+		case <-running:
+		case <-time.After(20 * time.Second):
+			e.t.Fatal("the worker did not start every run")
+		}
+	}
+	return w, runs
 }
