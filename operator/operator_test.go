@@ -135,13 +135,13 @@ func TestOperator_RequeueCancelAndAudit(t *testing.T) {
 		t.Fatalf("RequeueFailures without a filter: %v, want ErrNoFilter", err)
 	}
 	id := queued("orders")
-	if err := op.Cancel(ctx, id); err != nil {
-		t.Fatal(err)
+	if requested, err := op.Cancel(ctx, id); err != nil || requested {
+		t.Fatalf("Cancel of a queued run that never started: requested %v, %v; want it cancelled at once", requested, err)
 	}
-	if err := op.Cancel(ctx, id); !errors.Is(err, operator.ErrFinished) {
+	if _, err := op.Cancel(ctx, id); !errors.Is(err, operator.ErrFinished) {
 		t.Fatalf("second Cancel: %v, want ErrFinished", err)
 	}
-	if err := op.Cancel(ctx, uuid.New()); !errors.Is(err, operator.ErrNotFound) {
+	if _, err := op.Cancel(ctx, uuid.New()); !errors.Is(err, operator.ErrNotFound) {
 		t.Fatalf("Cancel of an unknown run: %v, want ErrNotFound", err)
 	}
 	audit, err := op.AuditLog(ctx, 0)

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 
@@ -87,16 +88,35 @@ func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]Attempt, er
 	return op.store.Attempts(ctx, runID)
 }
 
-// Cancel ends a queued or running run as cancelled, as sdk.Client.Cancel
-// does. A worker running it loses its lease at its next write or heartbeat
-// and stops; an attempt in flight is recorded as interrupted. It returns an
-// error wrapping ErrFinished for a run that already ended, ErrNotFound for
-// one that does not exist.
-func (op *Operator) Cancel(ctx context.Context, runID uuid.UUID) error {
+// Cancel cancels a run, as sdk.Client.Cancel does (the SQL function
+// cancel_run): a run that has not started ends cancelled now (requested
+// false); one that has is marked for cancellation (requested true), and its
+// worker cancels the running activity, lets the workflow clean up and ends
+// the run cancelled. It returns an error wrapping ErrFinished for a run that
+// already ended, ErrNotFound for one that does not exist.
+func (op *Operator) Cancel(ctx context.Context, runID uuid.UUID) (requested bool, err error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return err
+		return false, err
 	}
 	return op.store.CancelRun(ctx, runID)
+}
+
+// Signal sends the signal name with a JSON payload to a run, as
+// sdk.Client.Send does (the SQL function send_signal), and returns the
+// signal's ID. nil payload sends JSON null.
+func (op *Operator) Signal(ctx context.Context, runID uuid.UUID, name string, payload []byte) (int64, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return 0, err
+	}
+	if name == "" {
+		return 0, errors.New("operator.Signal: empty signal name")
+	}
+	if payload == nil {
+		payload = []byte("null")
+	}
+	return op.store.SendSignal(ctx, op.store.Pool(), runID, name, payload)
 }

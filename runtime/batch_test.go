@@ -122,7 +122,7 @@ func TestObserver_AttemptWhoseCheckpointIsRefusedIsReportedLost(t *testing.T) {
 			e := newEnv(t)
 			g := newGate(e)
 			act := activities.New("charge", func(ctx context.Context, x in) (int, error) {
-				g.wait() // returns success after the run was cancelled
+				g.wait() // returns success after its lease was ended
 				return x.N, nil
 			}, c.opts...)
 			wf := oneStep(act)
@@ -135,13 +135,14 @@ func TestObserver_AttemptWhoseCheckpointIsRefusedIsReportedLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually(t, "the attempt running", func() bool { return g.waiting.Load() == 1 })
-			if err := e.client.Cancel(e.ctx, r.ID); err != nil {
+			if err := e.store.ExpireLease(e.ctx, r.ID); err != nil {
 				t.Fatal(err)
 			}
 			g.release()
 			eventually(t, "the worker finds its lease gone", func() bool { return w.Stats().LeasesLost == 1 })
-			eventually(t, "the attempt reported", func() bool { return len(obs.list()) == 1 })
-			if got := obs.list(); !slices.Equal(got, []string{"charge#1:lost"}) {
+			eventually(t, "the attempt reported", func() bool { return len(obs.list()) >= 1 })
+			// (The worker then reclaims the run: a rescue attempt may follow.)
+			if got := obs.list(); got[0] != "charge#1:lost" {
 				t.Fatalf("observer heard %v, want the refused attempt reported lost", got)
 			}
 		})

@@ -154,13 +154,17 @@ func TestCancel_QueuedAndRunning(t *testing.T) {
 	if err := e.client.Cancel(e.ctx, running.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "worker stops the cancelled run", func() bool { return w.Stats().LeasesLost == 1 })
-	eventually(t, "the activity sees its context end", func() bool { return causes.Load() != nil })
-	if c, _ := causes.Load().(error); !errors.Is(c, activities.ErrLeaseLost) {
-		t.Fatalf("activity context cause %v", c)
+	if _, err := result(t, running); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("Result of the cancelled running run: %v, want ErrCancelled", err)
 	}
-	if got := e.statuses(running.ID); !slices.Equal(got, []string{"1.1:interrupted"}) || e.runStatus(running.ID) != "cancelled" {
+	if c, _ := causes.Load().(error); !errors.Is(c, sdk.ErrCancelled) {
+		t.Fatalf("activity context cause %v, want sdk.ErrCancelled", c)
+	}
+	if got := e.statuses(running.ID); !slices.Equal(got, []string{"1.1:cancelled"}) || e.runStatus(running.ID) != "cancelled" {
 		t.Fatalf("attempts %v status %s", got, e.runStatus(running.ID))
+	}
+	if st := w.Stats(); st.LeasesLost != 0 || st.Cancelled != 1 {
+		t.Fatalf("stats %+v: want the run cancelled, no lease lost", st)
 	}
 }
 

@@ -40,6 +40,12 @@ type execution struct {
 	seg Segment
 	end SegmentEnd // how the segment ended; set by the write that ended it
 
+	// wctx is the workflow's context: e.ctx, also cancelled with
+	// sdk.ErrCancelled when the run's Cancel is heard (requestCancel).
+	wctx      context.Context
+	wcancel   context.CancelCauseFunc
+	cancelReq atomic.Bool
+
 	// Workflow-goroutine state: touched only by the goroutine running the
 	// workflow function (and by run before and after it).
 	steps    map[int]store.Step
@@ -50,6 +56,11 @@ type execution struct {
 	// deferredEnded with whether it was recorded.
 	deferred      *store.StepDone
 	deferredEnded func(recorded bool)
+	// deferredMark is a step mark (a sleep's wake) riding with the run's
+	// next write in the same way.
+	deferredMark *store.StepMark
+	// loadedAt is when steps were loaded: their DueIn counts from then.
+	loadedAt time.Time
 }
 
 // budget is what a step has spent, for its failure row.
@@ -62,12 +73,18 @@ func (w *Worker) newExecution(base context.Context, c store.Claimed, claimedAt t
 	}
 	// The segment's context carries its span; cancelling it stops the run.
 	ctx, cancel := context.WithCancelCause(w.cfg.Observer.SegmentStarted(base, seg))
-	return &execution{
+	e := &execution{
 		w: w, claim: c, lease: store.Lease{RunID: c.ID, Epoch: c.Epoch},
 		ctx: ctx, cancel: cancel, lastRenew: claimedAt, seg: seg,
 		log:    w.cfg.Logger.With("run_id", c.ID, "workflow", c.Workflow, "epoch", c.Epoch, "worker", w.cfg.Label),
 		counts: map[int]budget{},
 	}
+	e.wctx, e.wcancel = context.WithCancelCause(ctx)
+	if c.CancelRequested {
+		e.cancelReq.Store(true)
+		e.wcancel(sdk.ErrCancelled)
+	}
+	return e
 }
 
 func (e *execution) renewedAt() time.Time {
@@ -119,6 +136,7 @@ type outcome struct {
 // run executes the claimed run to its next stopping point.
 func (e *execution) run() {
 	defer e.cancel(nil)
+	defer e.wcancel(nil)
 	obs := e.w.cfg.Observer
 	e.end = SegmentEnd{Outcome: SegmentAbandoned}
 	defer func() {
@@ -175,6 +193,7 @@ func (e *execution) run() {
 			return
 		}
 	}
+	e.loadedAt = time.Now()
 	for n, s := range e.steps {
 		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
 	}
@@ -183,6 +202,10 @@ func (e *execution) run() {
 	switch {
 	case o.exited:
 		return
+	case o.err != nil && e.cancelReq.Load():
+		// The workflow returned after its run's Cancel: the run ends
+		// cancelled, whatever the error (it is the cancellation's doing).
+		e.cancelRun(o.err)
 	case o.panic != nil:
 		e.failRun(store.Failure{
 			Reason:       sdk.ReasonPanic,
@@ -232,7 +255,7 @@ func (e *execution) invoke(wf sdk.Definition) outcome {
 			}
 			done <- outcome{exited: true}
 		}()
-		out, err := wf.Invoke(engine.WithExecutor(e.ctx, e), e.claim.Input)
+		out, err := wf.Invoke(engine.WithExecutor(e.wctx, e), e.claim.Input)
 		returned = true
 		done <- outcome{output: out, err: err}
 	}()
@@ -323,6 +346,15 @@ func (e *execution) releaseAfter(delay time.Duration, why string) {
 // fence is store.ErrLeaseLost.
 func (e *execution) write(w store.Write) (store.WriteResult, error) {
 	w.Lease = e.lease
+	w.WakeParent = e.claim.Child
+	if m := e.deferredMark; m != nil {
+		e.deferredMark = nil
+		if w.Mark == nil {
+			w.Mark = m
+		} else if _, err := e.write(store.Write{Mark: m}); err != nil {
+			return store.WriteResult{}, err
+		}
+	}
 	ended := e.deferredEnded
 	if e.deferred != nil {
 		w.StepDone = e.deferred
@@ -424,7 +456,7 @@ func (e *execution) dropDeferred() {
 	if e.deferredEnded != nil {
 		e.deferredEnded(false)
 	}
-	e.deferred, e.deferredEnded = nil, nil
+	e.deferred, e.deferredEnded, e.deferredMark = nil, nil, nil
 }
 
 // writeCtx is the context of the run's writes: not cancelled by a lost lease

@@ -57,7 +57,8 @@ type Segment struct {
 const (
 	SegmentCompleted = "completed" // the run completed
 	SegmentFailed    = "failed"    // the run failed (it has a failure row)
-	SegmentSuspended = "suspended" // released with a durable delay
+	SegmentCancelled = "cancelled" // the run ended cancelled, after its Cancel
+	SegmentSuspended = "suspended" // released with a durable delay, or to wait for a signal or a child
 	SegmentReleased  = "released"  // handed back at shutdown
 	SegmentLost      = "lost"      // the lease was lost; nothing more was written
 	SegmentAbandoned = "abandoned" // an infrastructure error; the lease will expire

@@ -25,12 +25,12 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	e.nextStep++
 	n := e.nextStep
 	rec, seen := e.steps[n]
-	if seen && rec.Activity != act.Name() {
+	if seen && (kindOf(rec) != store.KindActivity || rec.Activity != act.Name()) {
 		e.failRun(store.Failure{
 			Reason:       sdk.ReasonNondeterminism,
 			Step:         n,
 			Activity:     act.Name(),
-			ErrorMessage: fmt.Sprintf("step %d was recorded as activity %q but the workflow now calls %q: workflow code changed or is not deterministic", n, rec.Activity, act.Name()),
+			ErrorMessage: fmt.Sprintf("step %d was recorded as %s %q but the workflow now calls activity %q: workflow code changed or is not deterministic", n, kindOf(rec), rec.Activity, act.Name()),
 			ErrorType:    "tenure.Nondeterminism",
 		})
 		exit()
@@ -48,6 +48,9 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	}
 	if err != nil {
 		return nil, fmt.Errorf("activity %q (step %d): %w", act.Name(), n, err)
+	}
+	if err := e.cancelled(ctx, fmt.Sprintf("activity %q", act.Name()), n); err != nil {
+		return nil, err
 	}
 	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec, codec: codec}
 	return s.run(ctx)
@@ -130,13 +133,12 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 			s.e.release("shutdown before the next attempt")
 			exit()
 		}
-		out, err := s.try(ctx, rescue)
-		if err == nil {
-			return out, nil
-		}
-		var ae *sdk.ActivityError
-		if errors.As(err, &ae) {
+		if err := s.e.cancelled(ctx, fmt.Sprintf("activity %q", s.act.Name()), s.n); err != nil {
 			return nil, err
+		}
+		out, err := s.try(ctx, rescue)
+		if err != errRetry {
+			return out, err
 		}
 		rescue = false
 	}
@@ -243,6 +245,18 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		callErr = policy.Permanent(fmt.Errorf("activity %q output is %d bytes, limit %d: %w", s.act.Name(), len(out), e.w.cfg.MaxPayload, sdk.ErrPayloadTooLarge))
 	}
 	report.Err = callErr
+	if e.cancelReq.Load() && !engine.Detached(ctx) && context.Cause(e.ctx) == nil {
+		// The run's Cancel stopped the attempt (its context's cause is
+		// sdk.ErrCancelled): recorded cancelled, charged to no budget, and
+		// the step gives up with reason cancelled, which the workflow
+		// matches with errors.Is(err, sdk.ErrCancelled).
+		msg := "run cancelled during the attempt; the activity returned: " + callErr.Error()
+		err := s.giveUp(sdk.ReasonCancelled, msg, typeName(callErr), &store.AttemptEnd{
+			Status: sdk.AttemptCancelled, ErrorMessage: msg, ErrorType: typeName(callErr),
+		}, sdk.ErrCancelled)
+		report.Outcome = sdk.AttemptCancelled
+		return nil, err
+	}
 	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil &&
 		!errors.Is(callErr, context.DeadlineExceeded) && !errors.Is(callErr, context.Canceled) {
 		// (pgx closes a connection whose query outlived its context: that
@@ -297,7 +311,9 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	s.end(end)
 	report.Outcome, report.Delay, report.DelaySource = status, &d.Delay, string(d.Source)
 	s.lastDelay = d.Delay
-	s.wait(ctx, d.Delay)
+	if err := s.wait(ctx, d.Delay); err != nil {
+		return nil, err
+	}
 	return nil, errRetry
 }
 
@@ -314,6 +330,15 @@ func (s *stepRun) invoke(ctx context.Context, stx *stepTx, rescue bool, timeout 
 		Attempt: s.attempt, Rescue: rescue, Errors: s.b.errors, Rescues: s.b.rescues,
 		MaxAttempts: s.pol.MaxAttempts, MaxRescues: s.pol.MaxRescues, Epoch: e.lease.Epoch, Worker: e.w.cfg.Label,
 	})
+	if engine.Detached(ctx) {
+		// A cleanup step's context ignores the run's cancellation, not a
+		// lost lease or a shutdown.
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(actx)
+		defer cancel(nil)
+		stop := context.AfterFunc(e.ctx, func() { cancel(context.Cause(e.ctx)) })
+		defer stop()
+	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(actx, timeout)
@@ -479,8 +504,9 @@ func (s *stepRun) encode(typ string, err error) (string, []byte, error) {
 }
 
 // wait sleeps the retry delay with the lease held, or suspends the run
-// durably when the delay is longer than MaxInProcessSleep.
-func (s *stepRun) wait(ctx context.Context, d time.Duration) {
+// durably when the delay is longer than MaxInProcessSleep. The run's Cancel
+// ends the delay with an error wrapping sdk.ErrCancelled.
+func (s *stepRun) wait(ctx context.Context, d time.Duration) error {
 	e := s.e
 	if d > e.w.cfg.MaxInProcessSleep {
 		e.ending.Store(true)
@@ -492,6 +518,9 @@ func (s *stepRun) wait(ctx context.Context, d time.Duration) {
 		e.end = SegmentEnd{Outcome: SegmentSuspended}
 		exit()
 	}
+	if engine.Detached(ctx) {
+		ctx = e.ctx // a lost lease or a shutdown still ends the wait
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	began := time.Now()
@@ -502,6 +531,9 @@ func (s *stepRun) wait(ctx context.Context, d time.Duration) {
 		e.releaseAfter(max(d-time.Since(began), 0), "shutdown during a retry delay")
 		exit()
 	case <-ctx.Done():
+		if context.Cause(ctx) == sdk.ErrCancelled {
+			return fmt.Errorf("activity %q (step %d), waiting to retry: %w", s.act.Name(), s.n, sdk.ErrCancelled)
+		}
 		if context.Cause(ctx) == errShutdown {
 			// Hand the run over with what is left of the delay.
 			e.releaseAfter(max(d-time.Since(began), 0), "interrupted during a retry delay")
@@ -510,6 +542,7 @@ func (s *stepRun) wait(ctx context.Context, d time.Duration) {
 		e.lose("lease lost during the retry delay")
 		exit()
 	}
+	return nil
 }
 
 // typeName is the Go type of the error a user would match on: wrappers that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +37,8 @@ type Stats struct {
 	Claimed    int64 // leases taken (new runs, resumptions and rescues)
 	Completed  int64 // runs completed
 	Failed     int64 // runs failed (each has a failure row)
-	Suspended  int64 // runs released with a durable delay
+	Cancelled  int64 // runs ended cancelled after their Cancel
+	Suspended  int64 // runs released with a durable delay, or to wait for a signal or a child
 	Released   int64 // runs handed back at shutdown
 	LeasesLost int64 // runs abandoned because their lease moved on
 	Attempts   int64 // activity attempts started
@@ -83,8 +85,8 @@ type Worker struct {
 	done      chan struct{} // closed when Run has returned
 	runs      sync.WaitGroup
 
-	claimed, completed, failed, suspended, released, leasesLost, attempts atomic.Int64
-	dbErrors                                                              atomic.Int64
+	claimed, completed, failed, cancelled, suspended, released, leasesLost, attempts atomic.Int64
+	dbErrors                                                                         atomic.Int64
 
 	// The worker's paths to the database, each retried with backoff while
 	// it fails: Health reports them.
@@ -190,7 +192,7 @@ func (w *Worker) Register(defs ...sdk.Definition) error {
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{
-		Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),
+		Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(), Cancelled: w.cancelled.Load(),
 		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(),
 		Attempts: w.attempts.Load(), Commits: w.committer.Commits(), Writes: w.committer.Writes(),
 		DatabaseErrors: w.dbErrors.Load(),
@@ -478,7 +480,7 @@ func (w *Worker) listen(ctx context.Context) {
 		},
 		Pool:      w.store.Pool(),
 		Listening: w.signal, // anything announced before LISTEN took effect
-		Notify:    func(string) { w.signal() },
+		Notify:    w.notified,
 		Retry:     w.cfg.PollInterval,
 		Timeout:   w.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
 		Logger:    w.cfg.Logger,
@@ -488,6 +490,23 @@ func (w *Worker) listen(ctx context.Context) {
 			"or set runtime.Config.PollOnly to poll without listening (docs/operations.md, Connection poolers).",
 		Attrs: []any{"worker", w.cfg.Label},
 	})
+}
+
+// notified handles a notice on the runs channel: a run to claim (any
+// payload), or the Cancel of a run ("cancel:<id>"), which the worker holding
+// it carries out at once.
+func (w *Worker) notified(payload string) {
+	if id, ok := strings.CutPrefix(payload, "cancel:"); ok {
+		if run, err := uuid.Parse(id); err == nil {
+			w.mu.Lock()
+			e := w.running[run]
+			w.mu.Unlock()
+			if e != nil {
+				e.requestCancel()
+			}
+		}
+	}
+	w.signal()
 }
 
 // connect opens a connection of the worker's own, outside the pool, with the

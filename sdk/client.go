@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,16 +170,127 @@ func (c *Client) ready(ctx context.Context) error {
 	return timedOut(ctx, c.store.Check(ctx))
 }
 
-// Cancel ends a queued or running run as cancelled. A worker running it loses
-// its lease at its next write or heartbeat and stops; an attempt in flight is
-// recorded as interrupted. Cancelling a finished run returns an error
-// wrapping ErrFinished, an unknown one ErrNotFound. It is the same action as
-// operator.Operator.Cancel.
+// Cancel cancels a run. A run that has not started yet ends cancelled at
+// once. A run that has started (running, or waiting for a sleep, a signal or
+// a child) is marked for cancellation and Cancel returns: its worker
+// cancels the running activity's context with ErrCancelled as the cause
+// (the attempt is recorded cancelled), the workflow's next steps return
+// errors wrapping ErrCancelled (unless it cleans up under Detached), and the
+// run ends cancelled when the workflow returns; Result then returns
+// ErrCancelled. A waiting run is woken for that, so it needs a live worker of
+// its workflow. The run's unfinished children are cancelled in turn.
+// Cancelling a finished run returns an error wrapping ErrFinished, an
+// unknown one ErrNotFound. It is the same action as operator.Operator.Cancel
+// and the SQL function cancel_run.
 func (c *Client) Cancel(ctx context.Context, runID uuid.UUID) error {
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	return timedOut(ctx, c.store.CancelRun(ctx, runID))
+	_, err := c.store.CancelRun(ctx, runID)
+	return timedOut(ctx, err)
+}
+
+// Send sends the signal name with payload (encoded as JSON) to run runID,
+// for the workflow's Receive. It is committed when Send returns; a run
+// waiting for a signal of that name wakes at once. Signals are kept until
+// received, each received once, in the order sent per name. Sending to a
+// run that ended returns an error wrapping ErrFinished, to an unknown one
+// ErrNotFound. Send is not retried after an unseen commit: a signal is not
+// idempotent (make the payload carry an ID when a repeat must be detected).
+func (c *Client) Send(ctx context.Context, runID uuid.UUID, name string, payload any) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	b, err := signalPayload(name, payload)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	_, err = c.store.SendSignal(ctx, c.store.Pool(), runID, name, b)
+	return timedOut(ctx, err)
+}
+
+// SendTx sends a signal inside the caller's transaction tx, as Send does:
+// the signal exists, and wakes the run, if and only if tx commits.
+func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, runID uuid.UUID, name string, payload any) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("sdk.SendTx: nil transaction")
+	}
+	b, err := signalPayload(name, payload)
+	if err != nil {
+		return err
+	}
+	_, err = c.store.SendSignal(ctx, tx, runID, name, b)
+	return err
+}
+
+func signalPayload(name string, payload any) ([]byte, error) {
+	if name == "" {
+		return nil, errors.New("sdk.Send: empty signal name")
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("sdk.Send(%q): encode payload: %w", name, err)
+	}
+	return b, nil
+}
+
+// GetEvent returns the value of run runID's event key (set by the
+// workflow's SetEvent), decoded into T, waiting up to timeout for it to be
+// set (0: only read). It wakes on the event's notice and re-reads at the
+// client's poll interval. When the event is not set in time it returns a
+// *TimeoutError (errors.Is(err, ErrTimeout)); when the run ended without
+// setting it, an error wrapping ErrFinished; for an unknown run, ErrNotFound.
+func GetEvent[T any](ctx context.Context, c *Client, runID uuid.UUID, key string, timeout time.Duration) (T, error) {
+	var v T
+	if err := c.ready(ctx); err != nil {
+		return v, err
+	}
+	if key == "" {
+		return v, errors.New("sdk.GetEvent: empty key")
+	}
+	if timeout < 0 {
+		return v, fmt.Errorf("sdk.GetEvent(%q): negative timeout %s", key, timeout)
+	}
+	deadline := time.Now().Add(timeout)
+	done := c.notices.subscribe(c, runID)
+	defer c.notices.unsubscribe(runID, done, c.listenIdle)
+	for {
+		sctx, cancel := c.bounded(ctx)
+		e, err := c.store.GetEvent(sctx, runID, key)
+		err = timedOut(sctx, err)
+		cancel()
+		if err != nil {
+			return v, err
+		}
+		if e.Found {
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return v, fmt.Errorf("event %q of run %s: decode into %T: %w", key, runID, v, err)
+			}
+			return v, nil
+		}
+		if e.RunStatus.Terminal() {
+			return v, fmt.Errorf("event %q of run %s: the run is %s and never set it: %w", key, runID, e.RunStatus, ErrFinished)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return v, &TimeoutError{What: fmt.Sprintf("event %q of run %s", key, runID), Timeout: timeout}
+		}
+		timer := time.NewTimer(min(c.poll, left))
+		select {
+		case <-done:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		if err := ctx.Err(); err != nil {
+			return v, err
+		}
+	}
 }

@@ -15,7 +15,11 @@ import (
 // with the remote system. Match with errors.Is.
 var ErrIndeterminate = errors.New("indeterminate: an at-most-once attempt was lost and is not rerun")
 
-// ErrCancelled is returned by Result for a run that was cancelled.
+// ErrCancelled is returned by Result for a run that was cancelled. Inside a
+// cancelled run's workflow, the steps called after the cancellation return
+// errors wrapping it (unless their context comes from Detached), and the
+// running activity's context is cancelled with it as its cause
+// (context.Cause). Match with errors.Is.
 var ErrCancelled = errors.New("run cancelled")
 
 // ErrNotFound is returned by Lookup and Cancel for a run that does not
@@ -82,9 +86,11 @@ func (e *ActivityError) Error() string {
 // Unwrap returns the last attempt's error, when known.
 func (e *ActivityError) Unwrap() error { return e.Err }
 
-// Is reports whether e is ErrIndeterminate (reason indeterminate).
+// Is reports whether e is ErrIndeterminate (reason indeterminate) or
+// ErrCancelled (the run's cancellation stopped the step: reason cancelled).
 func (e *ActivityError) Is(target error) bool {
-	return target == ErrIndeterminate && e.Reason == ReasonIndeterminate
+	return (target == ErrIndeterminate && e.Reason == ReasonIndeterminate) ||
+		(target == ErrCancelled && e.Reason == ReasonCancelled)
 }
 
 // RunError is the error Result returns for a failed run: the failure row's

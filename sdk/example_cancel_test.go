@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
@@ -29,21 +29,35 @@ var AwaitApproval = activities.New("await-approval", func(ctx context.Context, i
 	return "", ctx.Err()
 })
 
-// Refund waits for an approval that does not come.
-var Refund = sdk.NewWorkflow("refund", func(ctx context.Context, in OrderIn) (string, error) {
-	return sdk.Execute(ctx, AwaitApproval, in)
+// ReleaseHold gives back what the refund had reserved: the workflow's
+// cleanup after a cancel.
+var ReleaseHold = activities.New("release-hold", func(ctx context.Context, in OrderIn) (string, error) {
+	return "released " + in.ID, nil
 })
 
-// Cancel ends a run that is queued or running. The attempt in flight is
-// recorded interrupted; the worker running it finds its lease gone at its
-// next heartbeat or write and cancels the attempt's context.
+// Refund waits for an approval that does not come. When the run is
+// cancelled, it cleans up with a step under sdk.Detached, which runs though
+// the run is cancelled, and returns the cancellation.
+var Refund = sdk.NewWorkflow("refund", func(ctx context.Context, in OrderIn) (string, error) {
+	out, err := sdk.Execute(ctx, AwaitApproval, in)
+	if errors.Is(err, sdk.ErrCancelled) {
+		if _, cerr := sdk.Execute(sdk.Detached(ctx), ReleaseHold, in); cerr != nil {
+			return "", cerr
+		}
+	}
+	return out, err
+})
+
+// Cancel of a running run cancels the running activity's context at once,
+// with sdk.ErrCancelled as its cause, and records the attempt cancelled. The
+// workflow sees the cancellation as its step's error, may clean up under
+// sdk.Detached, and the run ends cancelled when it returns.
 func ExampleClient_Cancel() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
 
 	cfg := testWorker(schema)
-	cfg.HeartbeatInterval = 50 * time.Millisecond // notice the cancellation soon
 	w, err := runtime.NewWorker(pool, cfg)
 	if err != nil {
 		panic(err)
@@ -71,14 +85,15 @@ func ExampleClient_Cancel() {
 	op, _ := operator.New(pool, operator.WithSchema(schema)) // the history is an operator's read
 	history, _ := op.History(ctx, run.ID)
 	for _, a := range history {
-		fmt.Println(a.Step, a.Attempt, a.Status, a.ErrorMessage)
+		fmt.Println(strings.TrimSpace(fmt.Sprint(a.Step, " ", a.Attempt, " ", a.Status, " ", a.ErrorMessage)))
 	}
 	err = client.Cancel(ctx, run.ID)
 	fmt.Println("again:", errors.Is(err, sdk.ErrFinished))
 	// Output:
 	// cancel: <nil>
 	// result is ErrCancelled: true
-	// the activity saw: tenure: lease lost
-	// 1 1 interrupted run cancelled
+	// the activity saw: run cancelled
+	// 1 1 cancelled run cancelled during the attempt; the activity returned: context canceled
+	// 2 1 succeeded
 	// again: true
 }

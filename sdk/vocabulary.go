@@ -34,8 +34,24 @@ type StepStatus = store.StepStatus
 // Step statuses.
 const (
 	StepRunning   = store.StepRunning   // an attempt is running or will be
+	StepWaiting   = store.StepWaiting   // a sleep, signal or child not yet due, received or ended
 	StepCompleted = store.StepCompleted // its output is recorded and replayed
 	StepFailed    = store.StepFailed    // it gave up; its error is replayed
+)
+
+// StepKind is what a step is (operator.Step.Kind): an activity call, or one
+// of the durable primitives, which have no attempts.
+type StepKind = store.StepKind
+
+// Step kinds.
+const (
+	KindActivity   = store.KindActivity   // an activity call (Execute), with its attempts
+	KindSleep      = store.KindSleep      // a durable sleep (Sleep, SleepUntil)
+	KindSignal     = store.KindSignal     // a signal received, or its timeout (Receive)
+	KindEvent      = store.KindEvent      // an event set (SetEvent)
+	KindChild      = store.KindChild      // a child workflow started (Call, StartChild)
+	KindNow        = store.KindNow        // the time Now read, recorded once
+	KindSideEffect = store.KindSideEffect // a value SideEffect made, recorded once
 )
 
 // AttemptStatus is an attempt's status (operator.Attempt.Status).
@@ -49,6 +65,7 @@ const (
 	AttemptTimedOut    = store.AttemptTimedOut    // passed its AttemptTimeout
 	AttemptLost        = store.AttemptLost        // outcome unknown: its lease expired while it ran
 	AttemptInterrupted = store.AttemptInterrupted // cancelled by a graceful shutdown; charged to no budget
+	AttemptCancelled   = store.AttemptCancelled   // the run was cancelled while it ran; charged to no budget
 )
 
 // Reason says why a step or a run gave up (RunError.Reason,

@@ -31,4 +31,5 @@ func ExampleMigrate() {
 	// 2 operator true
 	// 3 claim_by_workflow true
 	// 4 step_error_value true
+	// 5 primitives true
 }

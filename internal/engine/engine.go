@@ -5,6 +5,9 @@ package engine
 
 import (
 	"context"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/policy"
@@ -19,6 +22,29 @@ type Executor interface {
 	// must unwind (suspension, lost lease, shutdown) it ends the calling
 	// goroutine with runtime.Goexit, which workflow code cannot swallow.
 	Step(ctx context.Context, act activities.Definition, input []byte, opts []policy.Option) ([]byte, error)
+
+	// The durable primitives. Each is a step of the run, recorded once and
+	// replayed from its record; like Step, each may end the calling
+	// goroutine when the run must unwind (it suspends to wait).
+
+	// Sleep returns once the step's due time has passed: d after its first
+	// execution by the database clock, or until when that is not zero.
+	Sleep(ctx context.Context, d time.Duration, until time.Time) error
+	// Receive returns the payload of the next signal called name, waiting
+	// up to timeout after the step's first execution (0: no limit).
+	Receive(ctx context.Context, name string, timeout time.Duration) ([]byte, error)
+	// SetEvent sets the run's event key to the JSON value.
+	SetEvent(ctx context.Context, key string, value []byte) error
+	// Record returns the value recorded by the step, or, on its first
+	// execution, records and returns fn's (kind "now" with a nil fn: the
+	// database clock, as JSON).
+	Record(ctx context.Context, kind string, fn func() ([]byte, error)) ([]byte, error)
+	// StartChild starts a run of workflow as the next step and returns its
+	// ID and the step.
+	StartChild(ctx context.Context, workflow string, input []byte, queue string, priority int) (uuid.UUID, int, error)
+	// AwaitChild returns the output of the child started at step, once it
+	// ended, or its error.
+	AwaitChild(ctx context.Context, step int) ([]byte, error)
 }
 
 type executorKey struct{}
@@ -60,4 +86,18 @@ func WithErrorCodec(ctx context.Context, c ErrorCodec) context.Context {
 func ErrorCodecFrom(ctx context.Context) (ErrorCodec, bool) {
 	c, ok := ctx.Value(codecKey{}).(ErrorCodec)
 	return c, ok
+}
+
+type detachedKey struct{}
+
+// Detach returns ctx marked as detached from the run's cancellation: steps
+// run under it even after Cancel (for a workflow's cleanup).
+func Detach(ctx context.Context) context.Context {
+	return context.WithValue(context.WithoutCancel(ctx), detachedKey{}, true)
+}
+
+// Detached reports whether ctx was marked by Detach.
+func Detached(ctx context.Context) bool {
+	d, _ := ctx.Value(detachedKey{}).(bool)
+	return d
 }

@@ -13,8 +13,9 @@ import (
 
 // Write is everything one run's worker records in one commit: optionally the
 // checkpoint of a step whose attempt succeeded, then at most one of each
-// other part, applied in this order: StepDone, EndAttempt, FailStep,
-// StartAttempt, then one end of the lease (CompleteRun, FailRun or Release).
+// other part, applied in this order: StepDone, EndAttempt, FailStep, Mark,
+// Receive, SetEvent, StartChild, StartAttempt, then one end of the lease
+// (CompleteRun, FailRun, CancelRun or Release).
 // Every part is fenced by Lease; a Write is applied whole or, when the lease
 // is lost, not at all.
 type Write struct {
@@ -26,14 +27,28 @@ type Write struct {
 	// FailStep records that a step gave up; its End, if any, closes the
 	// step's last attempt.
 	FailStep *StepFailure
+	// Mark records a step of a kind other than activity (a sleep, a signal's
+	// timeout, a child's end, a recorded value), or moves it on.
+	Mark *StepMark
+	// Receive consumes a signal, or records the step waiting for one.
+	Receive *SignalReceive
+	// SetEvent sets an event of the run.
+	SetEvent *EventSet
+	// StartChild starts a child run.
+	StartChild *ChildStart
 	// StartAttempt records an attempt before its activity is invoked.
 	StartAttempt *AttemptStart
 	// CompleteRun ends the run with its output.
 	CompleteRun *RunOutput
 	// FailRun ends the run with its failure row.
 	FailRun *Failure
+	// CancelRun ends the run as cancelled, after Cancel.
+	CancelRun *RunCancel
 	// Release gives up the lease and queues the run again.
 	Release *Release
+	// WakeParent is set when the run is a child: a parent waiting for it is
+	// woken when this write ends it.
+	WakeParent bool
 }
 
 // StepDone is a step whose attempt returned its output.
@@ -46,8 +61,16 @@ type StepDone struct {
 // RunOutput is a workflow's JSON output.
 type RunOutput struct{ Output []byte }
 
-// Release hands a run back to the queue, due after Delay (0: at once).
-type Release struct{ Delay time.Duration }
+// Release hands a run back to the queue, due after Delay (0: at once), or,
+// with UntilStep, at that step's due time (never, without one: until a
+// signal, a child's end or a cancel wakes it). WaitFor says what the run
+// waits for ("sleep", "signal:<name>", "child:<id>"), for people reading
+// runs.waiting_for.
+type Release struct {
+	Delay     time.Duration
+	WaitFor   string
+	UntilStep int
+}
 
 // WriteResult is the outcome of one Write of a Commit.
 type WriteResult struct {
@@ -59,6 +82,8 @@ type WriteResult struct {
 	Elapsed time.Duration
 	// Age is, for a run's end, the run's age.
 	Age time.Duration
+	// Marked is, for a Mark or a Receive, what the step now records.
+	Marked Marked
 }
 
 // Batcher is what Commit sends its statements on: a *pgx.Conn or a
@@ -112,7 +137,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 		// ended by this very write (a repeat, see endFence), the earlier
 		// parts, which need the run running, found nothing to do because
 		// that earlier try applied them.
-		for _, k := range []kind{kindComplete, kindFail, kindRelease} {
+		for _, k := range endKinds {
 			if c.has[k][i] {
 				ok = fenced[k].has(id)
 			}
@@ -122,9 +147,14 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 			continue
 		}
 		out[i].Elapsed = fenced[kindStart].ms[id]
-		for _, k := range []kind{kindComplete, kindFail, kindRelease} {
+		for _, k := range endKinds {
 			if c.has[k][i] {
 				out[i].Age = fenced[k].ms[id]
+			}
+		}
+		for _, k := range []kind{kindMark, kindReceive} {
+			if c.has[k][i] {
+				out[i].Marked = fenced[k].marked[id]
 			}
 		}
 	}
@@ -138,12 +168,20 @@ const (
 	kindStepDone kind = iota
 	kindEnd
 	kindFailStep
+	kindMark
+	kindReceive
+	kindSetEvent
+	kindStartChild
 	kindStart
 	kindComplete
 	kindFail
+	kindCancel
 	kindRelease
 	kinds
 )
+
+// endKinds are the statements that end a lease.
+var endKinds = []kind{kindComplete, kindFail, kindCancel, kindRelease}
 
 // commitBatch gathers the columns of each statement.
 type commitBatch struct {
@@ -192,12 +230,55 @@ type commitBatch struct {
 		attempts, errs, rescues      []int32
 		reasons, msgs, types, stacks []string
 	}
-	release struct {
+	marks struct {
+		ids                   []uuidParam
+		epochs                []int64
+		steps                 []int32
+		kinds, names, status  []string
+		outputs               []*string
+		dueMS                 []*int64
+		dueAt                 []*time.Time
+		reasons, msgs, errTyp []string
+	}
+	receive struct {
+		ids      []uuidParam
+		epochs   []int64
+		steps    []int32
+		names    []string
+		timeouts []*int64
+	}
+	event struct {
 		ids    []uuidParam
 		epochs []int64
-		delays []int64
+		steps  []int32
+		keys   []string
+		values []jsonParam
 	}
-	ended struct { // runs this batch ends, announced on the done channel
+	child struct {
+		ids               []uuidParam
+		epochs            []int64
+		steps             []int32
+		children          []uuidParam
+		workflows, queues []string
+		priorities        []int32
+		inputs            []jsonParam
+		traceparents      []string
+	}
+	cancel struct {
+		ids    []uuidParam
+		epochs []int64
+		msgs   []string
+	}
+	release struct {
+		ids        []uuidParam
+		epochs     []int64
+		delays     []int64
+		waitFor    []string
+		untilSteps []int32
+	}
+	waiting []uuidParam // runs released to wait for a signal or a child
+	parents []uuidParam // child runs this batch ends
+	ended   struct {    // runs this batch ends, announced on the done channel
 		ids    []uuidParam
 		epochs []int64
 	}
@@ -247,6 +328,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.reasons, x.msgs, x.types = append(x.reasons, string(f.Reason)), append(x.msgs, text(f.ErrorMessage)), append(x.types, text(f.ErrorType))
 		x.values = append(x.values, string(f.ErrorValue))
 	}
+	c.addPrimitives(i, w, id, ep)
 	if a := w.StartAttempt; a != nil {
 		c.mark(kindStart, i)
 		x := &c.start
@@ -278,13 +360,79 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.types, x.stacks = append(x.types, text(f.ErrorType)), append(x.stacks, text(f.ErrorStack))
 		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
 	}
+	if f := w.CancelRun; f != nil {
+		c.mark(kindCancel, i)
+		x := &c.cancel
+		x.ids, x.epochs, x.msgs = append(x.ids, id), append(x.epochs, ep), append(x.msgs, text(f.Message))
+		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
+	}
 	if r := w.Release; r != nil {
 		c.mark(kindRelease, i)
 		x := &c.release
 		x.ids, x.epochs, x.delays = append(x.ids, id), append(x.epochs, ep), append(x.delays, r.Delay.Milliseconds())
-		if r.Delay <= 0 {
+		x.waitFor, x.untilSteps = append(x.waitFor, r.WaitFor), append(x.untilSteps, int32(r.UntilStep))
+		if r.Delay <= 0 && r.UntilStep == 0 && r.WaitFor == "" {
 			c.wakeRuns = true
 		}
+		if r.WaitFor != "" && r.WaitFor != "sleep" {
+			c.waiting = append(c.waiting, id)
+		}
+	}
+	if w.WakeParent && (w.CompleteRun != nil || w.FailRun != nil || w.CancelRun != nil) {
+		c.parents = append(c.parents, id)
+	}
+}
+
+// addPrimitives gathers the parts of the durable primitives.
+func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
+	if m := w.Mark; m != nil {
+		c.mark(kindMark, i)
+		x := &c.marks
+		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
+		x.kinds, x.names, x.status = append(x.kinds, string(m.Kind)), append(x.names, m.Name), append(x.status, string(m.Status))
+		var out *string
+		if m.Output != nil {
+			o := string(m.Output)
+			out = &o
+		}
+		x.outputs = append(x.outputs, out)
+		var at *time.Time
+		if !m.DueAt.IsZero() {
+			t := m.DueAt
+			at = &t
+		}
+		var ms *int64 // NULL: no due time
+		if m.Kind == KindSleep && at == nil {
+			d := m.Due.Milliseconds()
+			ms = &d
+		}
+		x.dueMS, x.dueAt = append(x.dueMS, ms), append(x.dueAt, at)
+		x.reasons, x.msgs, x.errTyp = append(x.reasons, m.Reason), append(x.msgs, text(m.ErrorMessage)), append(x.errTyp, text(m.ErrorType))
+	}
+	if r := w.Receive; r != nil {
+		c.mark(kindReceive, i)
+		x := &c.receive
+		x.ids, x.epochs, x.steps, x.names = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(r.Step)), append(x.names, r.Name)
+		var t *int64
+		if r.Timeout > 0 {
+			ms := max(r.Timeout.Milliseconds(), 1)
+			t = &ms
+		}
+		x.timeouts = append(x.timeouts, t)
+	}
+	if e := w.SetEvent; e != nil {
+		c.mark(kindSetEvent, i)
+		x := &c.event
+		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(e.Step))
+		x.keys, x.values = append(x.keys, e.Key), append(x.values, jsonArg(e.Value))
+	}
+	if s := w.StartChild; s != nil {
+		c.mark(kindStartChild, i)
+		x := &c.child
+		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(s.Step))
+		x.children, x.workflows, x.queues = append(x.children, uuidArg(s.ID)), append(x.workflows, s.Workflow), append(x.queues, s.Queue)
+		x.priorities, x.inputs, x.traceparents = append(x.priorities, int32(s.Priority)), append(x.inputs, jsonArg(s.Input)), append(x.traceparents, s.Traceparent)
+		c.wakeRuns = true
 	}
 }
 
@@ -431,10 +579,16 @@ var sqlFailRun = `
 // shutdown).
 var sqlRelease = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS x(run_id, epoch, delay_ms)),` + endFenceFor(RunQueued) + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::int[])
+			AS x(run_id, epoch, delay_ms, wait_for, until_step)),` + endFenceFor(RunQueued) + `,
 	u AS (
 		UPDATE {schema}.runs r
-		SET status = 'queued', run_after = now() + f.delay_ms * interval '1 millisecond',
+		SET status = 'queued',
+		    run_after = CASE WHEN f.until_step > 0
+		                     THEN coalesce((SELECT s.due_at FROM {schema}.steps s
+		                                    WHERE s.run_id = f.run_id AND s.step = f.until_step), 'infinity')
+		                     ELSE now() + f.delay_ms * interval '1 millisecond' END,
+		    waiting_for = nullif(f.wait_for, ''),
 		    claimant = NULL, lease_expires_at = NULL, updated_at = now()
 		FROM f WHERE r.id = f.run_id AND f.was = 'running'
 		RETURNING r.id, r.epoch)
@@ -449,7 +603,7 @@ const sqlNotifyEnded = `
 	FROM (SELECT r.id, (row_number() OVER () - 1) / 200 AS chunk
 	      FROM unnest($2::uuid[], $3::bigint[]) AS x(run_id, epoch)
 	      JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch
-	      WHERE r.status IN ('completed', 'failed') AND r.finished_at = now()) AS ended
+	      WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.finished_at = now()) AS ended
 	GROUP BY chunk`
 
 func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
@@ -466,13 +620,46 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	fs := &c.failStep
 	q(kindFailStep, sqlFailStep, fs.ids, fs.epochs, fs.steps, fs.reasons, fs.msgs, fs.types, fs.values)
 	st := &c.start
+	m := &c.marks
+	q(kindMark, sqlMark, m.ids, m.epochs, m.steps, m.kinds, m.names, m.status, m.outputs, m.dueMS, m.dueAt,
+		m.reasons, m.msgs, m.errTyp)
+	rc := &c.receive
+	q(kindReceive, sqlReceive, rc.ids, rc.epochs, rc.steps, rc.names, rc.timeouts)
+	q(kindSetEvent, sqlSetEvent, c.event.ids, c.event.epochs, c.event.steps, c.event.keys, c.event.values)
+	ch := &c.child
+	q(kindStartChild, sqlStartChild, ch.ids, ch.epochs, ch.steps, ch.children, ch.workflows, ch.queues,
+		ch.priorities, ch.inputs, ch.traceparents)
 	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
 		st.rescues, st.workers, st.traceIDs, st.spanIDs)
 	q(kindComplete, sqlCompleteRun, c.complete.ids, c.complete.epochs, c.complete.outputs)
 	f := &c.fail
 	q(kindFail, sqlFailRun, f.ids, f.epochs, f.steps, f.activities, f.attempts, f.errs, f.rescues,
 		f.reasons, f.msgs, f.types, f.stacks)
-	q(kindRelease, sqlRelease, c.release.ids, c.release.epochs, c.release.delays)
+	q(kindCancel, sqlCancelRun, c.cancel.ids, c.cancel.epochs, c.cancel.msgs)
+	r := &c.release
+	q(kindRelease, sqlRelease, r.ids, r.epochs, r.delays, r.waitFor, r.untilSteps)
+	// After the ends: what they set off. (Statements that return a count,
+	// read as the notices are.)
+	if len(c.waiting) > 0 {
+		b.Queue(s.sql(sqlWakeWaiting), c.waiting, s.RunsChannel())
+		c.notifies++
+	}
+	if len(c.cancel.ids) > 0 {
+		b.Queue(s.sql(sqlCancelChildren), c.cancel.ids)
+		c.notifies++
+	}
+	if len(c.parents) > 0 {
+		b.Queue(s.sql(sqlWakeParents), c.parents)
+		c.notifies++
+	}
+	if len(c.event.ids) > 0 {
+		// Waiters in GetEvent wait on the done channel, as Result does.
+		b.Queue(`SELECT count(pg_notify($1, ids)) FROM (
+			SELECT string_agg(id::text, ',') AS ids FROM (
+				SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest($2::uuid[]) AS id) AS x
+			GROUP BY chunk) AS c`, s.DoneChannel(), c.event.ids)
+		c.notifies++
+	}
 
 	// One notice per batch (more only past the payload limit) wakes the
 	// callers waiting in Result for any of the runs it ended. It names only
@@ -492,7 +679,10 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 // It is keyed by run and epoch, not by run alone: one batch may carry writes
 // of two executions of one run, the one that lost its lease and the one that
 // took it over, and only the latter's are fenced through.
-type fencedSet struct{ ms map[Lease]time.Duration }
+type fencedSet struct {
+	ms     map[Lease]time.Duration
+	marked map[Lease]Marked // kindMark and kindReceive
+}
 
 func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
 
@@ -507,8 +697,31 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 		var id [16]byte
 		var epoch int64
 		var ms float64
-		_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &ms}, func() error {
-			set.ms[Lease{RunID: uuid.UUID(id), Epoch: epoch}] = time.Duration(ms * float64(time.Millisecond))
+		var output, status *string
+		cols := []any{&id, &epoch, &ms}
+		marks := k == kindMark || k == kindReceive
+		if marks {
+			set.marked = map[Lease]Marked{}
+			cols = append(cols, &output, &status)
+		}
+		_, err = pgx.ForEachRow(rows, cols, func() error {
+			l := Lease{RunID: uuid.UUID(id), Epoch: epoch}
+			if !marks {
+				set.ms[l] = time.Duration(ms * float64(time.Millisecond))
+				return nil
+			}
+			set.ms[l] = 0
+			m := Marked{DueIn: NoDue}
+			if ms == ms { // not NaN: the step has a due time
+				m.DueIn = time.Duration(ms * float64(time.Millisecond))
+			}
+			if status != nil {
+				m.Status = StepStatus(*status)
+			}
+			if output != nil {
+				m.Output = []byte(*output)
+			}
+			set.marked[l] = m
 			return nil
 		})
 		if err != nil {
@@ -524,7 +737,8 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 	return out, nil
 }
 
-var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "start attempts", "complete runs", "fail runs", "release runs"}
+var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "mark steps", "receive signals",
+	"set events", "start children", "start attempts", "complete runs", "fail runs", "cancel runs", "release runs"}
 
 // text is s as PostgreSQL's text stores it: valid UTF-8 without NUL
 // characters (invalid bytes and NULs become U+FFFD). An error message

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tenurehq/tenure/policy"
 )
@@ -27,9 +28,20 @@ type Run struct {
 	Claimant     string
 	Epoch        int64
 	Requeues     int
-	RunAfter     time.Time
-	CreatedAt    time.Time
-	FinishedAt   *time.Time
+	// RunAfter is when a queued run is due; zero when it waits for a
+	// signal or a child with no timeout (run_after is 'infinity').
+	RunAfter   time.Time
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+	// WaitingFor says what a queued run that has started waits for:
+	// "sleep", "signal:<name>", "child:<id>", or "" for its turn.
+	WaitingFor string
+	// Parent is the run that started this one as a child (uuid.Nil for
+	// none), at its step ParentStep.
+	Parent     uuid.UUID
+	ParentStep int
+	// CancelRequested is when Cancel was asked of the run, if it was.
+	CancelRequested *time.Time
 	// Failure is the run's open failure row when Status is failed.
 	Failure *FailureRow
 }
@@ -59,7 +71,8 @@ func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT r.id, r.workflow, r.queue, r.priority, coalesce(r.run_key, ''), r.status, r.input, r.output,
 		       coalesce(r.error_message, ''), coalesce(r.claimant, ''), r.epoch, r.requeues, r.run_after,
-		       r.created_at, r.finished_at, f.id IS NOT NULL, `+failureColumns+`
+		       r.created_at, r.finished_at, coalesce(r.waiting_for, ''), r.parent_run_id, coalesce(r.parent_step, 0),
+		       r.cancel_requested_at, f.id IS NOT NULL, `+failureColumns+`
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE `+cond), arg)
@@ -69,11 +82,22 @@ func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 	var r Run
 	var f FailureRow
 	var failed, found bool
+	var after pgtype.Timestamptz
+	var parent pgtype.UUID
 	_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&r.ID), &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
-		&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &r.RunAfter, &r.CreatedAt,
-		&r.FinishedAt, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
+		&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &after, &r.CreatedAt,
+		&r.FinishedAt, &r.WaitingFor, &parent, &r.ParentStep, &r.CancelRequested, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
 		&f.Errors, &f.Rescues, &f.ErrorMessage, &f.ErrorType, &f.ErrorStack, &f.FailedAt, &f.RequeuedAt,
-		&f.RequeueCount}, func() error { found = true; return nil })
+		&f.RequeueCount}, func() error {
+		found = true
+		if after.InfinityModifier == pgtype.Finite {
+			r.RunAfter = after.Time
+		}
+		if parent.Valid {
+			r.Parent = parent.Bytes
+		}
+		return nil
+	})
 	if err != nil {
 		return Run{}, s.wrap("get run", err)
 	}
@@ -92,38 +116,23 @@ var ErrFinished = errors.New("run already finished")
 // ErrNotFailed is returned by Requeue for a run that is not failed.
 var ErrNotFailed = errors.New("run is not failed")
 
-// CancelRun ends a queued or running run as cancelled. Bumping the epoch
-// fences out a worker that holds it: its next write or heartbeat finds the
-// lease lost and stops. Attempts still running are closed as interrupted.
-func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) error {
-	// Two statements in one implicit transaction: the first locks the run
-	// FOR UPDATE, waiting for a worker's commit that holds it (its fence
-	// takes FOR KEY SHARE); the second, with a snapshot taken after that
-	// commit, then sees every attempt the worker recorded and closes it.
-	b := &pgx.Batch{}
-	b.Queue(s.sql(`SELECT 1 FROM {schema}.runs WHERE id = $1 FOR UPDATE`), id)
-	var err error
-	b.Queue(s.sql(`
-		WITH r AS (
-			UPDATE {schema}.runs
-			SET status = 'cancelled', epoch = epoch + 1, claimant = NULL, lease_expires_at = NULL,
-			    finished_at = now(), updated_at = now()
-			WHERE id = $1 AND status IN ('queued', 'running')
-			RETURNING id),
-		a AS (
-			UPDATE {schema}.attempts SET status = 'interrupted', ended_at = now(), error_message = 'run cancelled'
-			WHERE run_id IN (SELECT id FROM r) AND status = 'running')
-		SELECT pg_notify($2, id::text)::text FROM r`), id, s.DoneChannel()).QueryRow(func(row pgx.Row) error {
-		err = row.Scan(new(string))
-		return nil
-	})
-	if berr := s.pool.SendBatch(ctx, b).Close(); berr != nil && !errors.Is(berr, pgx.ErrNoRows) {
-		return s.wrap("cancel run", berr)
+// CancelRun cancels a run: one that has not started ends cancelled now
+// (requested false); one that has (running, or queued waiting for a sleep, a
+// signal or a child) is marked for cancellation and made due (requested
+// true): its worker cancels the running activity with sdk.ErrCancelled, lets
+// the workflow clean up, and ends the run cancelled. It is the SQL function
+// cancel_run. A run that already ended is ErrFinished, an unknown one
+// ErrNotFound.
+func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) (requested bool, err error) {
+	var did *string
+	err = s.pool.QueryRow(ctx, s.sql(`SELECT {schema}.cancel_run($1)`), uuidArg(id)).Scan(&did)
+	if err != nil {
+		return false, s.wrap("cancel run", err)
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s.explainMiss(ctx, id, ErrFinished)
+	if did == nil {
+		return false, s.explainMiss(ctx, id, ErrFinished)
 	}
-	return s.wrap("cancel run", err)
+	return *did == "requested", nil
 }
 
 // RequeueRun puts a failed run back in the queue: same run ID, history kept,

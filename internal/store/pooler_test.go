@@ -90,7 +90,7 @@ func TestPooler_EveryStatementWorksThroughTransactionPgbouncer(t *testing.T) {
 			if err != nil || string(run.Input) != `{"n": [1, 2], "id": "A-1", "note": "a \"quoted\", {braced} value"}` {
 				t.Fatalf("get run: %s, %v", run.Input, err)
 			}
-			if err := st.CancelRun(ctx, keyed.ID); err != nil {
+			if _, err := st.CancelRun(ctx, keyed.ID); err != nil {
 				t.Fatal(err)
 			}
 

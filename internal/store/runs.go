@@ -25,6 +25,11 @@ type Claimed struct {
 	QueueLag time.Duration
 	// Fresh is true on a run's first claim: it has no steps to load yet.
 	Fresh bool
+	// CancelRequested is true when Cancel asked for the run to end: its
+	// workflow sees sdk.ErrCancelled.
+	CancelRequested bool
+	// Child is true for a run started by another run's workflow.
+	Child bool
 }
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
@@ -82,11 +87,13 @@ func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int
 		    lease_expires_at = now() + $5 * interval '1 millisecond',
 		    reclaims = r.reclaims + due.reclaim::int,
 		    started_at = coalesce(r.started_at, now()),
+		    waiting_for = NULL,
 		    updated_at = now()
 		FROM due
 		WHERE r.id = due.id
 		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.reclaim, r.reclaims,
-		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh`),
+		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh,
+		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL`),
 		workflows, queues, limit, claimant, ttl.Milliseconds())
 	if err != nil {
 		return nil, s.wrap("claim runs", err)
@@ -94,7 +101,8 @@ func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
 		var lagMS float64
-		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh)
+		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
+			&c.CancelRequested, &c.Child)
 		c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
 		return c, err
 	})

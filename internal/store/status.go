@@ -34,13 +34,14 @@ type StepStatus string
 // Step statuses.
 const (
 	StepRunning   StepStatus = "running"   // an attempt is running or will be
+	StepWaiting   StepStatus = "waiting"   // a sleep, signal or child not yet due, received or ended
 	StepCompleted StepStatus = "completed" // its output is recorded and replayed
 	StepFailed    StepStatus = "failed"    // it gave up; its error is replayed
 )
 
 // StepStatuses lists every step status, in the order of the CHECK constraint.
 func StepStatuses() []StepStatus {
-	return []StepStatus{StepRunning, StepCompleted, StepFailed}
+	return []StepStatus{StepRunning, StepWaiting, StepCompleted, StepFailed}
 }
 
 // AttemptStatus is an attempt's status: the status column of the attempts
@@ -55,10 +56,11 @@ const (
 	AttemptTimedOut    AttemptStatus = "timed_out"   // passed its AttemptTimeout
 	AttemptLost        AttemptStatus = "lost"        // outcome unknown: its lease expired while it ran
 	AttemptInterrupted AttemptStatus = "interrupted" // cancelled by a graceful shutdown; charged to no budget
+	AttemptCancelled   AttemptStatus = "cancelled"   // the run was cancelled while it ran; charged to no budget
 )
 
 // AttemptStatuses lists every attempt status, in the order of the CHECK
 // constraint.
 func AttemptStatuses() []AttemptStatus {
-	return []AttemptStatus{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptTimedOut, AttemptLost, AttemptInterrupted}
+	return []AttemptStatus{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptTimedOut, AttemptLost, AttemptInterrupted, AttemptCancelled}
 }

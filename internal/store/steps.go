@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tenurehq/tenure/policy"
 )
@@ -29,6 +30,25 @@ type Step struct {
 	Rescues      int // attempts after BudgetFrom that were lost
 	// LastTraceID and LastSpanID name the last attempt's span, if traced.
 	LastTraceID, LastSpanID string
+
+	// Kind is what the step is; Activity is then its name (see StepMark).
+	Kind StepKind
+	// DueIn is the time left until a sleep's due time or a signal's timeout,
+	// by the database clock when the steps were loaded (negative: past);
+	// NoDue when the step has none.
+	DueIn time.Duration
+	// Child is, for a child step, the child run and how it stands.
+	Child *ChildState
+}
+
+// ChildState is how a child run stands, as its parent's step sees it.
+type ChildState struct {
+	ID           uuid.UUID
+	Status       RunStatus
+	Output       []byte
+	Reason       policy.Reason // of its open failure, when it failed
+	ErrorMessage string
+	ErrorType    string
 }
 
 // Steps loads every step of a run with its budget counters, in step order, in
@@ -44,11 +64,16 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 		       count(*) FILTER (WHERE a.attempt > s.budget_from AND a.status IN ('failed', 'timed_out')),
 		       count(*) FILTER (WHERE a.attempt > s.budget_from AND a.status = 'lost'),
 		       coalesce((array_agg(a.trace_id ORDER BY a.attempt DESC))[1], ''),
-		       coalesce((array_agg(a.span_id ORDER BY a.attempt DESC))[1], '')
+		       coalesce((array_agg(a.span_id ORDER BY a.attempt DESC))[1], ''),
+		       s.kind, coalesce(extract(epoch FROM s.due_at - now()) * 1000, 'NaN')::float8,
+		       s.child_run_id, coalesce(c.status, ''), c.output, coalesce(cf.reason, ''),
+		       coalesce(coalesce(cf.error_message, c.error_message), ''), coalesce(cf.error_type, '')
 		FROM {schema}.steps s
 		LEFT JOIN {schema}.attempts a ON a.run_id = s.run_id AND a.step = s.step
+		LEFT JOIN {schema}.runs c ON c.id = s.child_run_id
+		LEFT JOIN {schema}.failures cf ON cf.run_id = c.id AND cf.requeued_at IS NULL
 		WHERE s.run_id = $1
-		GROUP BY s.run_id, s.step
+		GROUP BY s.run_id, s.step, c.id, cf.id
 		ORDER BY s.step`), runID)
 	if err != nil {
 		return nil, s.wrap("load steps", err)
@@ -56,12 +81,25 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 	out := map[int]Step{}
 	var st Step
 	var delayMS int64
+	var dueMS float64
+	var child pgtype.UUID
+	var cs ChildState
 	_, err = pgx.ForEachRow(rows, []any{&st.Step, &st.Activity, &st.Status, &st.Output, &st.Reason,
 		&st.ErrorMessage, &st.ErrorType, &st.ErrorValue, &st.BudgetFrom, &st.LastAttempt, &st.LastStatus, &delayMS,
-		&st.Errors, &st.Rescues, &st.LastTraceID, &st.LastSpanID}, func() error {
+		&st.Errors, &st.Rescues, &st.LastTraceID, &st.LastSpanID,
+		&st.Kind, &dueMS, &child, &cs.Status, &cs.Output, &cs.Reason, &cs.ErrorMessage, &cs.ErrorType}, func() error {
 		st.LastDelay = time.Duration(delayMS) * time.Millisecond
+		st.DueIn = NoDue
+		if dueMS == dueMS { // not NaN
+			st.DueIn = time.Duration(dueMS * float64(time.Millisecond))
+		}
+		if child.Valid {
+			cs.ID = child.Bytes
+			c := cs
+			st.Child = &c
+		}
 		out[st.Step] = st
-		st = Step{}
+		st, cs = Step{}, ChildState{}
 		return nil
 	})
 	return out, s.wrap("load steps", err)

@@ -32,6 +32,7 @@ func TestVocabulary_MatchesTheCheckConstraints(t *testing.T) {
 	}{
 		{"runs", "status", strs(store.RunStatuses())},
 		{"steps", "status", strs(store.StepStatuses())},
+		{"steps", "kind", strs(store.StepKinds())},
 		{"attempts", "status", strs(store.AttemptStatuses())},
 		{"attempts", "delay_source", strs(policy.Sources())},
 		{"failures", "reason", strs(policy.Reasons())},

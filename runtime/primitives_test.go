@@ -1,0 +1,488 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// timelineRow is one row of the step_timeline view.
+type timelineRow struct {
+	step   int
+	kind   string
+	name   string
+	status string
+}
+
+func (e *env) timeline(id uuid.UUID) []string {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, fmt.Sprintf(`SELECT step, kind, name, status FROM %s.step_timeline WHERE run_id = $1 ORDER BY step`, e.schema), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var r timelineRow
+		if err := rows.Scan(&r.step, &r.kind, &r.name, &r.status); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%d %s %s %s", r.step, r.kind, r.name, r.status))
+	}
+	return out
+}
+
+func (e *env) exec(query string, args ...any) int64 {
+	e.t.Helper()
+	tag, err := e.pool.Exec(e.ctx, strings.ReplaceAll(query, "{schema}", e.schema), args...)
+	if err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	return tag.RowsAffected()
+}
+
+func q[T any](e *env, query string, args ...any) T {
+	e.t.Helper()
+	return scalar[T](e, strings.ReplaceAll(query, "{schema}", e.schema), args...)
+}
+
+var count = activities.New("count", func(ctx context.Context, n int) (int, error) { return n + 1, nil })
+
+// A short sleep is served in process; a long one releases the lease and is
+// a queued run due at the sleep's due time, fixed at its first execution: a
+// replay does not extend it, and moving it in SQL wakes the run.
+func TestSleep_ShortInProcessLongDurableMovedInSQL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := sdk.NewWorkflow("sleeper", func(ctx context.Context, d time.Duration) (int, error) {
+		n, err := sdk.Execute(ctx, count, 0)
+		if err != nil {
+			return 0, err
+		}
+		if err := sdk.Sleep(ctx, d); err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, count, n)
+	})
+	w := e.worker(e.config(), wf)
+
+	short, _ := sdk.Start(e.ctx, e.client, wf, 30*time.Millisecond)
+	if out, err := result(t, short); err != nil || out != 2 {
+		t.Fatalf("short sleep: %d, %v", out, err)
+	}
+	if got := e.timeline(short.ID); !slices.Equal(got, []string{"1 activity count completed", "2 sleep sleep completed", "3 activity count completed"}) {
+		t.Fatalf("timeline %v", got)
+	}
+	if slept := q[float64](e, `SELECT extract(epoch FROM woke_at - started_at) * 1000 FROM {schema}.step_timeline WHERE run_id = $1 AND step = 2`, short.ID); slept < 30 {
+		t.Fatalf("slept %.1f ms, want at least 30", slept)
+	}
+
+	long, _ := sdk.Start(e.ctx, e.client, wf, 2*time.Hour)
+	eventually(t, "the long sleep to release its lease", func() bool {
+		return q[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, long.ID) == "sleep"
+	})
+	if st := e.runStatus(long.ID); st != "queued" {
+		t.Fatalf("sleeping run is %s, want queued", st)
+	}
+	if n := q[int](e, `SELECT count(*) FROM {schema}.in_flight WHERE run_id = $1`, long.ID); n != 0 {
+		t.Fatal("a durably sleeping run holds a lease")
+	}
+	due := q[time.Time](e, `SELECT due_at FROM {schema}.steps WHERE run_id = $1 AND step = 2`, long.ID)
+	if left := time.Until(due); left < 119*time.Minute || left > 121*time.Minute {
+		t.Fatalf("due in %s, want 2h", left)
+	}
+	if !q[bool](e, `SELECT run_after = (SELECT due_at FROM {schema}.steps WHERE run_id = $1 AND step = 2) FROM {schema}.runs WHERE id = $1`, long.ID) {
+		t.Fatal("run_after is not the sleep's due time")
+	}
+	// A replay (the run made due early, its sleep not) does not extend it:
+	// the worker finds the due time recorded and suspends again until it.
+	e.exec(`UPDATE {schema}.runs SET run_after = now() WHERE id = $1`, long.ID)
+	eventually(t, "the early replay to suspend again", func() bool {
+		return q[bool](e, `SELECT run_after > now() + interval '1 hour' FROM {schema}.runs WHERE id = $1`, long.ID)
+	})
+	if again := q[time.Time](e, `SELECT due_at FROM {schema}.steps WHERE run_id = $1 AND step = 2`, long.ID); !again.Equal(due) {
+		t.Fatalf("replay moved the due time from %s to %s", due, again)
+	}
+	// An operator moves the due time: the run wakes and completes.
+	e.exec(`UPDATE {schema}.steps SET due_at = now() WHERE run_id = $1 AND step = 2`, long.ID)
+	e.exec(`UPDATE {schema}.runs SET run_after = now() WHERE id = $1`, long.ID)
+	if out, err := result(t, long); err != nil || out != 2 {
+		t.Fatalf("long sleep: %d, %v", out, err)
+	}
+	if n := q[int](e, `SELECT count(*) FROM {schema}.attempts WHERE run_id = $1 AND step = 1`, long.ID); n != 1 {
+		t.Fatalf("step 1 ran %d times across the suspensions, want once", n)
+	}
+	if st := w.Stats(); st.Suspended < 2 || st.LeasesLost != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+type approval struct {
+	By string `json:"by"`
+}
+
+// Signals: one sent before Receive is kept; two of one name are consumed in
+// shipment, once each; a run waiting holds no lease and a send wakes it; a
+// timeout is a typed error; sending to a finished or unknown run is an
+// error.
+func TestSignal_KeptOrderedOnceAndWakesTheRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := sdk.NewWorkflow("approvals", func(ctx context.Context, n int) ([]string, error) {
+		var got []string
+		for range n {
+			a, err := sdk.Receive[approval](ctx, "approve", 0)
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, a.By)
+		}
+		if _, err := sdk.Receive[approval](ctx, "approve", 200*time.Millisecond); !errors.Is(err, sdk.ErrTimeout) {
+			return nil, fmt.Errorf("third receive: %v, want a timeout", err)
+		}
+		return got, nil
+	})
+	// Sent before any worker runs the workflow: kept.
+	r, _ := sdk.Start(e.ctx, e.client, wf, 2)
+	if err := e.client.Send(e.ctx, r.ID, "approve", approval{By: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	w := e.worker(e.config(), wf)
+	eventually(t, "the run to wait for its second signal", func() bool {
+		return q[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, r.ID) == "signal:approve"
+	})
+	if n := q[int](e, `SELECT count(*) FROM {schema}.in_flight WHERE run_id = $1`, r.ID); n != 0 {
+		t.Fatal("a run waiting for a signal holds a lease")
+	}
+	// The second, in the caller's transaction and through SQL.
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.SendTx(e.ctx, tx, r.ID, "approve", approval{By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, err := result(t, r)
+	if err != nil || !slices.Equal(out, []string{"ann", "bob"}) {
+		t.Fatalf("result %v, %v; want [ann bob]", out, err)
+	}
+	if n := q[int](e, `SELECT count(*) FROM {schema}.signals WHERE run_id = $1 AND consumed_step IS NOT NULL`, r.ID); n != 2 {
+		t.Fatalf("%d signals consumed, want 2", n)
+	}
+	if got := e.timeline(r.ID); !slices.Equal(got, []string{"1 signal approve completed", "2 signal approve completed", "3 signal approve failed"}) {
+		t.Fatalf("timeline %v", got)
+	}
+	if err := e.client.Send(e.ctx, r.ID, "approve", approval{}); !errors.Is(err, sdk.ErrFinished) {
+		t.Fatalf("send to a finished run: %v, want ErrFinished", err)
+	}
+	if err := e.client.Send(e.ctx, uuid.New(), "approve", approval{}); !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("send to an unknown run: %v, want ErrNotFound", err)
+	}
+	if st := w.Stats(); st.LeasesLost != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// The SQL function, as an operator would call it.
+	r2, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	if id := q[int64](e, `SELECT {schema}.send_signal($1, 'approve', '{"by": "sql"}')`, r2.ID); id <= 0 {
+		t.Fatalf("send_signal returned %d", id)
+	}
+	if out, err := result(t, r2); err != nil || !slices.Equal(out, []string{"sql"}) {
+		t.Fatalf("result %v, %v", out, err)
+	}
+}
+
+// Events are set by the workflow and read outside it, waiting for them.
+func TestEvent_SetInTheWorkflowReadOutside(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := sdk.NewWorkflow("progress", func(ctx context.Context, n int) (int, error) {
+		if err := sdk.SetEvent(ctx, "progress", 50); err != nil {
+			return 0, err
+		}
+		if _, err := sdk.Receive[int](ctx, "go", 0); err != nil {
+			return 0, err
+		}
+		return n, sdk.SetEvent(ctx, "progress", 100)
+	})
+	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	if _, err := sdk.GetEvent[int](e.ctx, e.client, r.ID, "progress", 0); !errors.Is(err, sdk.ErrTimeout) {
+		t.Fatalf("GetEvent before the event: %v, want ErrTimeout", err)
+	}
+	e.worker(e.config(), wf)
+	if v, err := sdk.GetEvent[int](e.ctx, e.client, r.ID, "progress", 10*time.Second); err != nil || v != 50 {
+		t.Fatalf("GetEvent: %d, %v", v, err)
+	}
+	if err := e.client.Send(e.ctx, r.ID, "go", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, r); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sdk.GetEvent[int](e.ctx, e.client, r.ID, "progress", 0); err != nil || v != 100 {
+		t.Fatalf("GetEvent after the run: %d, %v", v, err)
+	}
+	if v := q[string](e, `SELECT value::text FROM {schema}.events WHERE run_id = $1 AND key = 'progress'`, r.ID); v != "100" {
+		t.Fatalf("events row %s", v)
+	}
+	if _, err := sdk.GetEvent[int](e.ctx, e.client, r.ID, "never", 5*time.Second); !errors.Is(err, sdk.ErrFinished) {
+		t.Fatalf("GetEvent of an event a finished run never set: %v, want ErrFinished", err)
+	}
+}
+
+// Now and SideEffect are recorded once: a replay after a lost lease returns
+// the recorded values without calling the function again.
+func TestNowAndSideEffect_RecordedOnceAndReplayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var calls atomic.Int32
+	g := newGate(e)
+	hold := activities.New("hold", func(ctx context.Context, x int) (int, error) {
+		if info, _ := activities.InfoFrom(ctx); info.Attempt == 1 {
+			g.wait() // the lease is ended meanwhile; this attempt is lost
+		}
+		return x, nil
+	})
+	type seen struct {
+		Now    time.Time `json:"now"`
+		Random int       `json:"random"`
+	}
+	var first atomic.Value
+	wf := sdk.NewWorkflow("recorded", func(ctx context.Context, _ int) (seen, error) {
+		now, err := sdk.Now(ctx)
+		if err != nil {
+			return seen{}, err
+		}
+		r, err := sdk.SideEffect(ctx, func() (int, error) { calls.Add(1); return rand.IntN(1 << 30), nil })
+		if err != nil {
+			return seen{}, err
+		}
+		first.CompareAndSwap(nil, seen{now, r})
+		if _, err := sdk.Execute(ctx, hold, 1); err != nil {
+			return seen{}, err
+		}
+		return seen{now, r}, nil
+	})
+	e.worker(e.config(), wf)
+	r, _ := sdk.Start(e.ctx, e.client, wf, 0)
+	eventually(t, "the first attempt to hold", func() bool { return g.waiting.Load() == 1 })
+	if err := e.store.ExpireLease(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := result(t, r)
+	g.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := first.Load().(seen)
+	if !out.Now.Equal(f.Now) || out.Random != f.Random || calls.Load() != 1 {
+		t.Fatalf("replayed %+v, first %+v, side effect called %d times; want the recorded values, one call", out, f, calls.Load())
+	}
+	if got := e.timeline(r.ID); !slices.Equal(got[:2], []string{"1 now now completed", "2 side_effect side_effect completed"}) {
+		t.Fatalf("timeline %v", got)
+	}
+}
+
+type shipment struct {
+	ID   int  `json:"id"`
+	Fail bool `json:"fail"`
+}
+
+var ship = activities.New("ship", func(ctx context.Context, o shipment) (int, error) {
+	if o.Fail {
+		return 0, fmt.Errorf("order %d: %w", o.ID, errors.New("no stock"))
+	}
+	return o.ID * 10, nil
+})
+
+var shipOne = sdk.NewWorkflow("ship-one", func(ctx context.Context, o shipment) (int, error) {
+	return sdk.Execute(ctx, ship, o)
+})
+
+// A fan-out of children, one failing: each child's output or typed error
+// reaches the parent, the link is in SQL, and the parent waits without a
+// lease.
+func TestChild_FanOutWithOneFailing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 100
+	parent := sdk.NewWorkflow("fan-out", func(ctx context.Context, fail int) ([]string, error) {
+		var kids []*sdk.Child[int]
+		for i := range n {
+			c, err := sdk.StartChild(ctx, shipOne, shipment{ID: i, Fail: i == fail})
+			if err != nil {
+				return nil, err
+			}
+			kids = append(kids, c)
+		}
+		var out []string
+		for _, c := range kids {
+			v, err := c.Result(ctx)
+			var ce *sdk.ChildError
+			switch {
+			case errors.As(err, &ce):
+				out = append(out, fmt.Sprintf("%s:%s", ce.Status, ce.Reason))
+			case err != nil:
+				return nil, err
+			default:
+				out = append(out, fmt.Sprint(v))
+			}
+		}
+		return out, nil
+	})
+	cfg := e.config()
+	cfg.Concurrency = 32
+	e.worker(cfg, parent, shipOne)
+	r, _ := sdk.Start(e.ctx, e.client, parent, 7)
+	out, err := result(t, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != n || out[7] != "failed:retries_exhausted" || out[8] != "80" {
+		t.Fatalf("children's results %v", out)
+	}
+	if k := q[int](e, `SELECT count(*) FROM {schema}.runs WHERE parent_run_id = $1`, r.ID); k != n {
+		t.Fatalf("%d children linked, want %d", k, n)
+	}
+	if k := q[int](e, `SELECT count(*) FROM {schema}.step_timeline WHERE run_id = $1 AND kind = 'child' AND child_status IN ('completed', 'failed')`, r.ID); k != n {
+		t.Fatalf("%d child steps with their child's status, want %d", k, n)
+	}
+}
+
+// Call returns the child's output; a parent replayed after losing its lease
+// starts no second child.
+func TestChild_CallAndReplayStartsNoSecondChild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGate(e)
+	hold := activities.New("hold", func(ctx context.Context, x int) (int, error) {
+		if info, _ := activities.InfoFrom(ctx); info.Attempt == 1 {
+			g.wait()
+		}
+		return x, nil
+	})
+	parent := sdk.NewWorkflow("caller", func(ctx context.Context, id int) (int, error) {
+		v, err := sdk.Call(ctx, shipOne, shipment{ID: id})
+		if err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, hold, v)
+	})
+	e.worker(e.config(), parent, shipOne)
+	r, _ := sdk.Start(e.ctx, e.client, parent, 4)
+	eventually(t, "the parent to hold after its child", func() bool { return g.waiting.Load() == 1 })
+	if err := e.store.ExpireLease(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := result(t, r)
+	g.release()
+	if err != nil || out != 40 {
+		t.Fatalf("result %d, %v", out, err)
+	}
+	if k := q[int](e, `SELECT count(*) FROM {schema}.runs WHERE parent_run_id = $1`, r.ID); k != 1 {
+		t.Fatalf("%d children, want 1", k)
+	}
+	if k := q[string](e, `SELECT run_key FROM {schema}.runs WHERE parent_run_id = $1`, r.ID); k != "tenure-child:"+r.ID.String()+"/1" {
+		t.Fatalf("child key %q", k)
+	}
+}
+
+// Cancel during an activity, during a durable sleep and during a child: the
+// activity's context is cancelled with sdk.ErrCancelled, the workflow
+// cleans up under Detached, the run ends cancelled with no lease lost, and
+// the children are cancelled in turn.
+func TestCancel_DuringActivitySleepAndChild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{}, 10)
+	var cause atomic.Value
+	waits := activities.New("waits", func(ctx context.Context, x int) (int, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return 0, ctx.Err()
+	})
+	cleanup := activities.New("cleanup", func(ctx context.Context, x int) (int, error) { return x, nil })
+	child := sdk.NewWorkflow("child-waits", func(ctx context.Context, x int) (int, error) {
+		return sdk.Execute(ctx, waits, x)
+	})
+	wf := sdk.NewWorkflow("cancellable", func(ctx context.Context, mode string) (int, error) {
+		var err error
+		switch mode {
+		case "activity":
+			_, err = sdk.Execute(ctx, waits, 1)
+		case "sleep":
+			err = sdk.Sleep(ctx, time.Hour)
+		case "child":
+			_, err = sdk.Call(ctx, child, 1)
+		}
+		if errors.Is(err, sdk.ErrCancelled) {
+			if _, cerr := sdk.Execute(sdk.Detached(ctx), cleanup, 1); cerr != nil {
+				return 0, cerr
+			}
+		}
+		return 0, err
+	})
+	w := e.worker(e.config(), wf, child)
+
+	act, _ := sdk.Start(e.ctx, e.client, wf, "activity")
+	<-started
+	began := time.Now()
+	if err := e.client.Cancel(e.ctx, act.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, act); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("cancelled during an activity: %v", err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Fatalf("cancel took %s to reach the activity and end the run", took)
+	}
+	if c, _ := cause.Load().(error); !errors.Is(c, sdk.ErrCancelled) {
+		t.Fatalf("the activity's context cause %v, want sdk.ErrCancelled", c)
+	}
+	if got := e.statuses(act.ID); !slices.Equal(got, []string{"1.1:cancelled", "2.1:succeeded"}) {
+		t.Fatalf("attempts %v: want the cancelled one and the cleanup", got)
+	}
+
+	sl, _ := sdk.Start(e.ctx, e.client, wf, "sleep")
+	eventually(t, "the run to sleep durably", func() bool {
+		return q[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, sl.ID) == "sleep"
+	})
+	if err := e.client.Cancel(e.ctx, sl.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, sl); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("cancelled during a sleep: %v", err)
+	}
+	if got := e.timeline(sl.ID); !slices.Equal(got, []string{"1 sleep sleep waiting", "2 activity cleanup completed"}) {
+		t.Fatalf("timeline %v", got)
+	}
+
+	ch, _ := sdk.Start(e.ctx, e.client, wf, "child")
+	<-started
+	if err := e.client.Cancel(e.ctx, ch.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, ch); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("cancelled during a child: %v", err)
+	}
+	kid := q[uuid.UUID](e, `SELECT id FROM {schema}.runs WHERE parent_run_id = $1`, ch.ID)
+	eventually(t, "the child to be cancelled in turn", func() bool { return e.runStatus(kid) == "cancelled" })
+	if st := w.Stats(); st.LeasesLost != 0 || st.Cancelled != 4 {
+		t.Fatalf("stats %+v: want 4 runs cancelled (3 and the child), no lease lost", st)
+	}
+}
