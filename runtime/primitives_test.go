@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -484,5 +487,121 @@ func TestCancel_DuringActivitySleepAndChild(t *testing.T) {
 	eventually(t, "the child to be cancelled in turn", func() bool { return e.runStatus(kid) == "cancelled" })
 	if st := w.Stats(); st.LeasesLost != 0 || st.Cancelled != 4 {
 		t.Fatalf("stats %+v: want 4 runs cancelled (3 and the child), no lease lost", st)
+	}
+}
+
+// A worker that hears no notices (PollOnly, or a pooler) learns of a Cancel
+// at its next heartbeat, which reports it at no extra statement.
+func TestCancel_PollOnlyWorkerHearsItAtTheHeartbeat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{}, 1)
+	waits := activities.New("waits", func(ctx context.Context, x int) (int, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return 0, context.Cause(ctx)
+	})
+	wf := sdk.NewWorkflow("poll-cancel", func(ctx context.Context, x int) (int, error) {
+		return sdk.Execute(ctx, waits, x)
+	})
+	cfg := e.config()
+	cfg.PollOnly = true
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	w := e.worker(cfg, wf)
+	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	<-started
+	if err := e.client.Cancel(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, r); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("result %v, want ErrCancelled", err)
+	}
+	if got := e.statuses(r.ID); !slices.Equal(got, []string{"1.1:cancelled"}) || w.Stats().LeasesLost != 0 {
+		t.Fatalf("attempts %v, stats %+v", got, w.Stats())
+	}
+}
+
+// statements counts the statements sent on a pool, batched or not.
+type statements struct{ n atomic.Int64 }
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { s.n.Add(1) }
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// 1,000 runs waiting for signals hold no lease and cost their worker no
+// statement: per poll interval it sends its one claim, as with none waiting.
+func TestSignal_ThousandWaitingRunsHoldNoLeaseAndCostNoStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := sdk.NewWorkflow("waits-for-approval", func(ctx context.Context, n int) (int, error) {
+		return sdk.Receive[int](ctx, "approve", 0)
+	})
+	const runs = 1000
+	var many []sdk.StartParams[int]
+	for i := range runs {
+		many = append(many, sdk.StartParams[int]{Input: i})
+	}
+	started, err := sdk.StartMany(e.ctx, e.client, wf, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(e.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statements{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	wcfg := e.config()
+	wcfg.Concurrency = 100
+	wcfg.PollInterval = 100 * time.Millisecond
+	w, err := runtime.NewWorker(pool, wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Shutdown(ctx)
+	})
+	eventually(t, "every run to wait for its signal", func() bool {
+		return q[int](e, `SELECT count(*) FROM {schema}.runs WHERE waiting_for = 'signal:approve' AND status = 'queued'`) == runs
+	})
+	if n := q[int](e, `SELECT count(*) FROM {schema}.in_flight`); n != 0 {
+		t.Fatalf("%d runs in flight while all wait for signals", n)
+	}
+	time.Sleep(300 * time.Millisecond) // the last suspensions' wake-ups settle
+	before := counter.n.Load()
+	const window = 2 * time.Second
+	time.Sleep(window)
+	sent := counter.n.Load() - before
+	polls := int64(window / wcfg.PollInterval)
+	if sent > polls+2 {
+		t.Fatalf("%d statements in %s with %d runs waiting, want at most the %d claims of the poll", sent, window, runs, polls)
+	}
+	t.Logf("%d statements in %s (%d polls) with %d runs waiting for signals", sent, window, polls, runs)
+	// And each still wakes on its send.
+	if err := e.client.Send(e.ctx, started[0].ID, "approve", 7); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, started[0]); err != nil || out != 7 {
+		t.Fatalf("woken run: %d, %v", out, err)
 	}
 }

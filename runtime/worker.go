@@ -605,7 +605,7 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 		return nil
 	}
 	began := time.Now()
-	var renewed map[store.Lease]bool
+	var renewed map[store.Lease]store.LeaseState
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	var err error
 	if *conn == nil {
@@ -636,10 +636,13 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 	}
 	w.renewals.ok()
 	for _, e := range held {
-		done, ours := renewed[e.lease]
+		st, ours := renewed[e.lease]
 		switch {
-		case done:
+		case st.Renewed:
 			e.renewed(began)
+			if st.CancelRequested {
+				e.requestCancel()
+			}
 		case e.ending.Load():
 			// Our own last write may have ended the lease; its
 			// fenced result says whether the lease was lost.

@@ -47,8 +47,8 @@ func TestRenew_NeverWaitsBehindAWorkersWrites(t *testing.T) {
 		t.Fatalf("renew behind the locks: %v (after %s)", err, time.Since(began))
 	}
 	for l, want := range map[store.Lease]bool{checkpointing: true, idle: true, ending: false} {
-		got, held := renewed[l]
-		if !held || got != want {
+		st, held := renewed[l]
+		if got := st.Renewed; !held || got != want {
 			t.Errorf("run %s: renewed %v, held %v; want renewed %v and still held", l.RunID, got, held, want)
 		}
 	}

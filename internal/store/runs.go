@@ -125,7 +125,11 @@ type Lease struct {
 // run's row only FOR KEY SHARE, which does not hold it up. The worker runs it
 // on a connection of its own, so that a pool busy with activities cannot
 // starve the heartbeat.
-func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration) (map[Lease]bool, error) {
+//
+// CancelRequested reports the runs renewed whose Cancel was asked: a worker
+// that missed the notice (it polls, or its LISTEN connection was down)
+// learns of it here, at no extra statement.
+func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration) (map[Lease]LeaseState, error) {
 	ids := make([]uuidParam, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
@@ -143,8 +147,8 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 			SET lease_expires_at = now() + $3 * interval '1 millisecond'
 			FROM free
 			WHERE r.id = free.id
-			RETURNING r.id)
-		SELECT h.id, h.epoch, renewed.id IS NOT NULL
+			RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel)
+		SELECT h.id, h.epoch, renewed.id IS NOT NULL, coalesce(renewed.cancel, false)
 		FROM h LEFT JOIN renewed ON renewed.id = h.id
 		WHERE renewed.id IS NOT NULL
 		   OR EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch AND r.status = 'running')`),
@@ -152,15 +156,25 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
 	}
-	out := make(map[Lease]bool, len(leases))
+	out := make(map[Lease]LeaseState, len(leases))
 	var id [16]byte
 	var epoch int64
-	var renewed bool
-	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &renewed}, func() error {
-		out[Lease{RunID: id, Epoch: epoch}] = renewed
+	var st LeaseState
+	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &st.Renewed, &st.CancelRequested}, func() error {
+		out[Lease{RunID: id, Epoch: epoch}] = st
 		return nil
 	})
 	return out, s.wrap("renew leases", err)
+}
+
+// LeaseState is a held lease as Renew found it.
+type LeaseState struct {
+	// Renewed is true when the lease was extended; false when the run is
+	// still held under it but its row was locked by a write in flight.
+	Renewed bool
+	// CancelRequested is true when the run's Cancel was asked (renewed
+	// leases only).
+	CancelRequested bool
 }
 
 // Failure is what a failing run records in the failure table.
