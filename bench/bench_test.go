@@ -57,12 +57,15 @@ func TestEveryWorkload(t *testing.T) {
 		if r.RunsPerSec <= 0 || r.XactsPerRun <= 0 || r.WALBytesPerRun <= 0 {
 			t.Errorf("%s on %s: a counter did not move: %+v", r.Workload, r.System, r)
 		}
+		if r.Workload == "S" && (r.P50Ms == nil || *r.P50Ms <= 0) {
+			t.Errorf("S: no signal-to-wake latency: %+v", r)
+		}
 		if r.Workload == "D" && r.LeasesLost == nil {
 			t.Errorf("D with %d workers: no leases-lost count from the worker processes", r.Workers)
 		}
 	}
 	want := []string{"A tenure", "A dbos", "A' tenure", "A' river", "B tenure", "B dbos",
-		"C tenure", "C river", "C dbos", "D tenure", "D tenure", "D tenure"}
+		"C tenure", "C river", "C dbos", "D tenure", "D tenure", "D tenure", "E tenure", "S tenure"}
 	if !slices.Equal(got, want) {
 		t.Errorf("measured %q, want %q", got, want)
 	}

@@ -77,7 +77,7 @@ type result struct {
 }
 
 var allSystems = []string{"tenure", "river", "dbos"}
-var allLoads = []string{"A", "A'", "B", "C", "D"}
+var allLoads = []string{"A", "A'", "B", "C", "D", "E", "S"}
 
 // supports says which system takes part in which workload.
 var supports = map[string][]string{
@@ -86,6 +86,8 @@ var supports = map[string][]string{
 	"B":  {"tenure", "dbos"},
 	"C":  {"tenure", "river", "dbos"},
 	"D":  {"tenure"},
+	"E":  {"tenure"},
+	"S":  {"tenure"},
 }
 
 func main() {
@@ -195,11 +197,15 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 	one := func(r result, err error) ([]result, error) { return []result{r}, err }
 	switch sys + " " + load {
 	case "tenure A":
-		return one(tenureCallers(ctx, c, m, "A", c.runsA, 1))
+		return one(tenureCallers(ctx, c, m, "A", c.runsA, 1, 0))
 	case "tenure A'":
 		return one(tenureDrain(ctx, c, m))
 	case "tenure B":
-		return one(tenureCallers(ctx, c, m, "B", c.runsB, c.stepsB))
+		return one(tenureCallers(ctx, c, m, "B", c.runsB, c.stepsB, 0))
+	case "tenure E":
+		return one(tenureCallers(ctx, c, m, "E", c.runsB, c.stepsB, 1))
+	case "tenure S":
+		return one(tenureSignal(ctx, c, m))
 	case "tenure C":
 		return one(tenureLatency(ctx, c, m))
 	case "tenure D":

@@ -14,9 +14,13 @@ import (
 	"github.com/tenurehq/tenure/store"
 )
 
-// benchIn is the input of the benchmark workflow: how many steps to run.
+// benchIn is the input of the benchmark workflow: how many steps to run,
+// with a durable sleep of SleepMS between them (E), after receiving a
+// signal first (S).
 type benchIn struct {
-	Steps int `json:"steps"`
+	Steps   int  `json:"steps"`
+	SleepMS int  `json:"sleep_ms,omitempty"`
+	Signal  bool `json:"signal,omitempty"`
 }
 
 // noop is the activity every step calls.
@@ -24,7 +28,17 @@ var noop = activities.New("noop", func(_ context.Context, n int) (int, error) { 
 
 // benchWF runs in.Steps no-op steps, each a durable checkpoint.
 var benchWF = sdk.NewWorkflow("bench", func(ctx context.Context, in benchIn) (int, error) {
+	if in.Signal {
+		if _, err := sdk.Receive[int](ctx, "go", 0); err != nil {
+			return 0, err
+		}
+	}
 	for i := range in.Steps {
+		if i > 0 && in.SleepMS > 0 {
+			if err := sdk.Sleep(ctx, time.Duration(in.SleepMS)*time.Millisecond); err != nil {
+				return 0, err
+			}
+		}
 		if _, err := sdk.Execute(ctx, noop, i); err != nil {
 			return 0, err
 		}
@@ -91,7 +105,7 @@ func stopWorker(w *runtime.Worker) error {
 
 // tenureCallers is A and B: callers each Start a run and wait for its
 // Result, against one in-process worker.
-func tenureCallers(ctx context.Context, c config, m *meter, load string, n, steps int) (res result, err error) {
+func tenureCallers(ctx context.Context, c config, m *meter, load string, n, steps, sleepMS int) (res result, err error) {
 	res = result{Workload: load, System: "tenure", Runs: n, Steps: steps}
 	e, err := newTenureEnv(ctx, c)
 	if err != nil {
@@ -112,7 +126,7 @@ func tenureCallers(ctx context.Context, c config, m *meter, load string, n, step
 	}()
 	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
 		return callers(ctx, n, c.callers, func(ctx context.Context, _ int) error {
-			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: steps})
+			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: steps, SleepMS: sleepMS})
 			if err != nil {
 				return err
 			}
@@ -269,4 +283,68 @@ func inputs(n, steps int) []benchIn {
 		ins[i].Steps = steps
 	}
 	return ins
+}
+
+// tenureSignal is S: one run at a time waits for a signal, with the worker
+// in a process of its own; the signal is sent once the run is seen waiting
+// (it holds no lease then). The latency is the database's: from the
+// signal's sent_at to its consumed_at, when the woken run received it.
+func tenureSignal(ctx context.Context, c config, m *meter) (res result, err error) {
+	n := c.runsC
+	res = result{Workload: "S", System: "tenure", Runs: n, Steps: 1, Workers: 1}
+	e, err := newTenureEnv(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	fleet, err := spawnWorkers(ctx, c, e.schema, 1)
+	if err != nil {
+		return res, err
+	}
+	defer fleet.kill()
+	if err := fleet.start(); err != nil {
+		return res, err
+	}
+	runs := pgx.Identifier{e.schema, "runs"}.Sanitize()
+	signals := pgx.Identifier{e.schema, "signals"}.Sanitize()
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+		for range n {
+			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: 1, Signal: true})
+			if err != nil {
+				return nil, err
+			}
+			if err := waitFor(ctx, time.Millisecond, time.Minute, "the run to wait", func() (bool, error) {
+				var waiting bool
+				err := m.conn.QueryRow(ctx, `SELECT coalesce(waiting_for, '') = 'signal:go' AND status = 'queued' FROM `+runs+` WHERE id = $1`, r.ID).Scan(&waiting)
+				return waiting, err
+			}); err != nil {
+				return nil, err
+			}
+			if err := e.client.Send(ctx, r.ID, "go", 1); err != nil {
+				return nil, err
+			}
+			if _, err := r.Result(ctx); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := m.conn.Query(ctx, `SELECT extract(epoch FROM consumed_at - sent_at)::float8 FROM `+signals)
+		if err != nil {
+			return nil, err
+		}
+		secs, err := pgx.CollectRows(rows, pgx.RowTo[float64])
+		lat := make([]time.Duration, len(secs))
+		for i, s := range secs {
+			lat[i] = time.Duration(s * float64(time.Second))
+		}
+		return lat, err
+	}); err != nil {
+		return res, err
+	}
+	stats, err := fleet.stop()
+	if err != nil {
+		return res, err
+	}
+	res.LeasesLost = &stats.LeasesLost
+	res.Completed, err = e.completed(ctx, e.pool)
+	return res, err
 }

@@ -56,9 +56,9 @@ type execution struct {
 	// deferredEnded with whether it was recorded.
 	deferred      *store.StepDone
 	deferredEnded func(recorded bool)
-	// deferredMark is a step mark (a sleep's wake) riding with the run's
+	// deferredMarks are step marks (sleeps' wakes) riding with the run's
 	// next write in the same way.
-	deferredMark *store.StepMark
+	deferredMarks []*store.StepMark
 	// loadedAt is when steps were loaded: their DueIn counts from then.
 	loadedAt time.Time
 }
@@ -347,14 +347,7 @@ func (e *execution) releaseAfter(delay time.Duration, why string) {
 func (e *execution) write(w store.Write) (store.WriteResult, error) {
 	w.Lease = e.lease
 	w.WakeParent = e.claim.Child
-	if m := e.deferredMark; m != nil {
-		e.deferredMark = nil
-		if w.Mark == nil {
-			w.Mark = m
-		} else if _, err := e.write(store.Write{Mark: m}); err != nil {
-			return store.WriteResult{}, err
-		}
-	}
+	w.Marks, e.deferredMarks = e.deferredMarks, nil
 	ended := e.deferredEnded
 	if e.deferred != nil {
 		w.StepDone = e.deferred
@@ -456,7 +449,7 @@ func (e *execution) dropDeferred() {
 	if e.deferredEnded != nil {
 		e.deferredEnded(false)
 	}
-	e.deferred, e.deferredEnded, e.deferredMark = nil, nil, nil
+	e.deferred, e.deferredEnded, e.deferredMarks = nil, nil, nil
 }
 
 // writeCtx is the context of the run's writes: not cancelled by a lost lease

@@ -67,6 +67,10 @@ func (e *execution) requestCancel() {
 	}
 }
 
+// shortSleep is the longest sleep recorded after it is slept (with the run's
+// next write) rather than before.
+const shortSleep = 100 * time.Millisecond
+
 // Sleep implements engine.Executor.
 func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time) error {
 	n, rec, seen := e.next(store.KindSleep, string(store.KindSleep))
@@ -75,6 +79,19 @@ func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time)
 	}
 	if err := e.cancelled(ctx, "sleep", n); err != nil {
 		return err
+	}
+	if !seen && until.IsZero() && d <= shortSleep {
+		// A short sleep is recorded with the run's next write, after the
+		// fact: a commit before it would cost more than the sleep. A crash
+		// during it (which costs the run a lease TTL before its rescue)
+		// replays it in full: at most shortSleep more.
+		began := time.Now()
+		if err := e.sleepInProcess(ctx, d, store.Release{}); err != nil {
+			return fmt.Errorf("sleep (step %d): %w", n, err)
+		}
+		e.deferMark(&store.StepMark{Step: n, Kind: store.KindSleep, Name: string(store.KindSleep),
+			Status: store.StepCompleted, Due: d, Began: began, Woke: time.Now()})
+		return nil
 	}
 	var left time.Duration
 	if seen {
@@ -341,7 +358,7 @@ func childError(rec store.Step) error {
 }
 
 // deferMark holds a step's mark to ride with the run's next write.
-func (e *execution) deferMark(m *store.StepMark) { e.deferredMark = m }
+func (e *execution) deferMark(m *store.StepMark) { e.deferredMarks = append(e.deferredMarks, m) }
 
 // cancelRun ends a run whose workflow returned after its Cancel.
 func (e *execution) cancelRun(err error) {

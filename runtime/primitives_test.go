@@ -605,3 +605,40 @@ func TestSignal_ThousandWaitingRunsHoldNoLeaseAndCostNoStatements(t *testing.T) 
 		t.Fatalf("woken run: %d, %v", out, err)
 	}
 }
+
+// Short sleeps are recorded after the fact, with the run's next write: two in
+// a row are both in history, with the times they were slept.
+func TestSleep_ShortSleepsInARowAreAllRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := sdk.NewWorkflow("naps", func(ctx context.Context, n int) (int, error) {
+		for range 2 {
+			if err := sdk.Sleep(ctx, 20*time.Millisecond); err != nil {
+				return 0, err
+			}
+		}
+		return sdk.Execute(ctx, count, n)
+	})
+	e.worker(e.config(), wf)
+	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	if out, err := result(t, r); err != nil || out != 2 {
+		t.Fatalf("result %d, %v", out, err)
+	}
+	if got := e.timeline(r.ID); !slices.Equal(got, []string{"1 sleep sleep completed", "2 sleep sleep completed", "3 activity count completed"}) {
+		t.Fatalf("timeline %v", got)
+	}
+	rows, err := e.pool.Query(e.ctx, fmt.Sprintf(`SELECT extract(epoch FROM woke_at - started_at) * 1000, extract(epoch FROM due_at - started_at) * 1000 FROM %s.step_timeline WHERE run_id = $1 AND kind = 'sleep' ORDER BY step`, e.schema), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var slept, due float64
+		if err := rows.Scan(&slept, &due); err != nil {
+			t.Fatal(err)
+		}
+		if slept < 15 || slept > 500 || due < 15 || due > 40 {
+			t.Errorf("a 20 ms sleep recorded as slept %.1f ms, due %.1f ms after its start", slept, due)
+		}
+	}
+	rows.Close()
+}

@@ -28,8 +28,11 @@ type Write struct {
 	// step's last attempt.
 	FailStep *StepFailure
 	// Mark records a step of a kind other than activity (a sleep, a signal's
-	// timeout, a child's end, a recorded value), or moves it on.
-	Mark *StepMark
+	// timeout, a child's end, a recorded value), or moves it on; Marks are
+	// more of them, written after the fact (short sleeps), whose results
+	// are not returned.
+	Mark  *StepMark
+	Marks []*StepMark
 	// Receive consumes a signal, or records the step waiting for one.
 	Receive *SignalReceive
 	// SetEvent sets an event of the run.
@@ -152,10 +155,11 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 				out[i].Age = fenced[k].ms[id]
 			}
 		}
-		for _, k := range []kind{kindMark, kindReceive} {
-			if c.has[k][i] {
-				out[i].Marked = fenced[k].marked[id]
-			}
+		if m := w.Mark; m != nil {
+			out[i].Marked = fenced[kindMark].marked[markKey{id, m.Step}]
+		}
+		if r := w.Receive; r != nil {
+			out[i].Marked = fenced[kindReceive].marked[markKey{id, r.Step}]
 		}
 	}
 	return out, nil
@@ -238,6 +242,7 @@ type commitBatch struct {
 		outputs               []*string
 		dueMS                 []*int64
 		dueAt                 []*time.Time
+		beganMS, wokeMS       []int64
 		reasons, msgs, errTyp []string
 	}
 	receive struct {
@@ -385,7 +390,10 @@ func (c *commitBatch) add(i int, w *Write) {
 
 // addPrimitives gathers the parts of the durable primitives.
 func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
-	if m := w.Mark; m != nil {
+	for _, m := range append(w.Marks, w.Mark) {
+		if m == nil {
+			continue
+		}
 		c.mark(kindMark, i)
 		x := &c.marks
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
@@ -403,10 +411,15 @@ func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 		}
 		var ms *int64 // NULL: no due time
 		if m.Kind == KindSleep && at == nil {
-			d := m.Due.Milliseconds()
-			ms = &d
+			d := m.Due
+			if !m.Began.IsZero() {
+				d -= time.Since(m.Began) // due Due after Began, on the database's clock
+			}
+			dms := d.Milliseconds()
+			ms = &dms
 		}
 		x.dueMS, x.dueAt = append(x.dueMS, ms), append(x.dueAt, at)
+		x.beganMS, x.wokeMS = append(x.beganMS, ago(m.Began)), append(x.wokeMS, ago(m.Woke))
 		x.reasons, x.msgs, x.errTyp = append(x.reasons, m.Reason), append(x.msgs, text(m.ErrorMessage)), append(x.errTyp, text(m.ErrorType))
 	}
 	if r := w.Receive; r != nil {
@@ -622,7 +635,7 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	st := &c.start
 	m := &c.marks
 	q(kindMark, sqlMark, m.ids, m.epochs, m.steps, m.kinds, m.names, m.status, m.outputs, m.dueMS, m.dueAt,
-		m.reasons, m.msgs, m.errTyp)
+		m.reasons, m.msgs, m.errTyp, m.beganMS, m.wokeMS)
 	rc := &c.receive
 	q(kindReceive, sqlReceive, rc.ids, rc.epochs, rc.steps, rc.names, rc.timeouts)
 	q(kindSetEvent, sqlSetEvent, c.event.ids, c.event.epochs, c.event.steps, c.event.keys, c.event.values)
@@ -681,7 +694,13 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 // took it over, and only the latter's are fenced through.
 type fencedSet struct {
 	ms     map[Lease]time.Duration
-	marked map[Lease]Marked // kindMark and kindReceive
+	marked map[markKey]Marked // kindMark and kindReceive
+}
+
+// markKey is one step of one lease.
+type markKey struct {
+	Lease
+	step int
 }
 
 func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
@@ -698,11 +717,12 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 		var epoch int64
 		var ms float64
 		var output, status *string
+		var step int32
 		cols := []any{&id, &epoch, &ms}
 		marks := k == kindMark || k == kindReceive
 		if marks {
-			set.marked = map[Lease]Marked{}
-			cols = append(cols, &output, &status)
+			set.marked = map[markKey]Marked{}
+			cols = append(cols, &output, &status, &step)
 		}
 		_, err = pgx.ForEachRow(rows, cols, func() error {
 			l := Lease{RunID: uuid.UUID(id), Epoch: epoch}
@@ -721,7 +741,7 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 			if output != nil {
 				m.Output = []byte(*output)
 			}
-			set.marked[l] = m
+			set.marked[markKey{l, int(step)}] = m
 			return nil
 		})
 		if err != nil {
@@ -749,4 +769,12 @@ func text(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// ago is how long ago t was, in milliseconds; 0 for a zero t.
+func ago(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return time.Since(t).Milliseconds()
 }

@@ -45,9 +45,15 @@ type StepMark struct {
 	// Output the database records its clock.
 	Output []byte
 	// Due is, for a sleep, its due time as a delay from the database clock
-	// at the first record (DueAt, when set, instead).
+	// at the first record, or from Began when set (DueAt, when set,
+	// instead).
 	Due   time.Duration
 	DueAt time.Time
+	// Began and Woke are when the step began and ended on the worker's
+	// monotonic clock, for a mark written after the fact (a short sleep's):
+	// the record's times are the database clock less the time since. Zero:
+	// the record's own time.
+	Began, Woke time.Time
 	// For a failed step: why, and the error.
 	Reason       string
 	ErrorMessage string
@@ -111,16 +117,19 @@ func ChildID(parent uuid.UUID, step int) uuid.UUID {
 const sqlMark = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[],
-		                     $8::bigint[], $9::timestamptz[], $10::text[], $11::text[], $12::text[])
-			AS x(run_id, epoch, step, kind, name, status, output, due_ms, due_at, reason, error_message, error_type)),` + fence + `,
+		                     $8::bigint[], $9::timestamptz[], $10::text[], $11::text[], $12::text[],
+		                     $13::bigint[], $14::bigint[])
+			AS x(run_id, epoch, step, kind, name, status, output, due_ms, due_at, reason, error_message, error_type,
+			     began_ms, woke_ms)),` + fence + `,
 	s AS (
 		INSERT INTO {schema}.steps AS s (run_id, step, activity, kind, status, output, policy, due_at,
-		                                 reason, error_message, error_type, finished_at)
+		                                 reason, error_message, error_type, first_started_at, finished_at)
 		SELECT run_id, step, name, kind, status,
 		       CASE WHEN kind = 'now' AND output IS NULL THEN to_jsonb(now()) ELSE output::jsonb END,
 		       '{}', coalesce(due_at, now() + due_ms * interval '1 millisecond'),
 		       nullif(reason, ''), nullif(error_message, ''), nullif(error_type, ''),
-		       CASE WHEN status IN ('completed', 'failed') THEN now() END
+		       now() - began_ms * interval '1 millisecond',
+		       CASE WHEN status IN ('completed', 'failed') THEN now() - woke_ms * interval '1 millisecond' END
 		FROM f
 		ON CONFLICT (run_id, step) DO UPDATE
 		SET status = EXCLUDED.status, output = coalesce(s.output, EXCLUDED.output),
@@ -128,11 +137,11 @@ const sqlMark = `
 		    error_message = EXCLUDED.error_message, error_type = EXCLUDED.error_type,
 		    finished_at = EXCLUDED.finished_at
 		WHERE s.status NOT IN ('completed', 'failed')
-		RETURNING s.run_id, s.status, s.output, s.due_at)
+		RETURNING s.run_id, s.step, s.status, s.output, s.due_at)
 	SELECT f.run_id, f.epoch,
 	       coalesce(extract(epoch FROM coalesce(s.due_at, o.due_at) - now()) * 1000, 'NaN')::float8,
-	       coalesce(s.output, o.output)::text, coalesce(s.status, o.status)
-	FROM f LEFT JOIN s USING (run_id)
+	       coalesce(s.output, o.output)::text, coalesce(s.status, o.status), f.step
+	FROM f LEFT JOIN s ON s.run_id = f.run_id AND s.step = f.step
 	LEFT JOIN {schema}.steps o ON o.run_id = f.run_id AND o.step = f.step`
 
 // Signals received: the oldest pending one of each name, consumed by the
@@ -178,7 +187,7 @@ const sqlReceive = `
 		RETURNING s.run_id, s.status, s.output, s.due_at)
 	SELECT f.run_id, f.epoch,
 	       coalesce(extract(epoch FROM coalesce(st.due_at, f.due_at) - now()) * 1000, 'NaN')::float8,
-	       coalesce(st.output, f.output)::text, coalesce(st.status, f.status)
+	       coalesce(st.output, f.output)::text, coalesce(st.status, f.status), f.step
 	FROM f LEFT JOIN st USING (run_id)`
 
 // Events set: the step, and the latest value per key.
