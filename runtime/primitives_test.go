@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -641,4 +642,45 @@ func TestSleep_ShortSleepsInARowAreAllRecorded(t *testing.T) {
 		}
 	}
 	rows.Close()
+}
+
+// A parent that failed because its child failed completes once the child is
+// requeued and completes, and the parent is requeued: its child step waits
+// for the child again instead of replaying the recorded failure.
+func TestChild_RequeueTheChildThenTheParent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	fragile := activities.New("fragile", func(ctx context.Context, x int) (int, error) {
+		if broken.Load() {
+			return 0, policy.Permanent(errors.New("the remote system is down"))
+		}
+		return x * 2, nil
+	})
+	kid := sdk.NewWorkflow("fragile-child", func(ctx context.Context, x int) (int, error) {
+		return sdk.Execute(ctx, fragile, x)
+	})
+	parent := sdk.NewWorkflow("fragile-parent", func(ctx context.Context, x int) (int, error) {
+		return sdk.Call(ctx, kid, x)
+	})
+	e.worker(e.config(), parent, kid)
+	r, _ := sdk.Start(e.ctx, e.client, parent, 21)
+	_, err := result(t, r)
+	var re *sdk.RunError
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "non_retryable") {
+		t.Fatalf("parent: %v, want it failed with its child's failure", err)
+	}
+	child := q[uuid.UUID](e, `SELECT id FROM {schema}.runs WHERE parent_run_id = $1`, r.ID)
+	broken.Store(false)
+	if err := e.op.Requeue(e.ctx, child, "remote system fixed"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the child to complete", func() bool { return e.runStatus(child) == "completed" })
+	if err := e.op.Requeue(e.ctx, r.ID, "child fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, r); err != nil || out != 42 {
+		t.Fatalf("parent after the requeues: %d, %v", out, err)
+	}
 }
