@@ -135,6 +135,8 @@ func (i *Instrumentation) SegmentEnded(ctx context.Context, s runtime.Segment, e
 		span.SetStatus(codes.Error, string(end.Reason)+": "+end.Error)
 		i.m.failures.Add(ctx, 1, metric.WithAttributes(wf, KeyReason.String(string(end.Reason))))
 		i.m.runDuration.Record(ctx, end.RunDuration.Seconds(), metric.WithAttributes(wf, KeySegment.String(end.Outcome)))
+	case runtime.SegmentCancelled:
+		i.m.runDuration.Record(ctx, end.RunDuration.Seconds(), metric.WithAttributes(wf, KeySegment.String(end.Outcome)))
 	case runtime.SegmentAbandoned:
 		span.SetStatus(codes.Error, end.Error)
 	}
