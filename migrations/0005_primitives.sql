@@ -233,3 +233,18 @@ LANGUAGE sql VOLATILE AS $$
     SELECT r.id, r.queue, r.requeues
     FROM r, LATERAL pg_catalog.pg_notify({schema}.runs_channel(), r.queue) AS notified
 $$;
+
+-- waiting_runs: the runs that wait without a lease for a sleep, a signal or
+-- a child, what for, since when, and until when (NULL: until a signal or
+-- the child's end wakes them).
+CREATE VIEW {schema}.waiting_runs AS
+SELECT r.id                                                         AS run_id,
+       r.workflow,
+       r.queue,
+       r.waiting_for,
+       r.updated_at                                                 AS waiting_since,
+       CASE WHEN r.run_after = 'infinity' THEN NULL ELSE r.run_after END AS wakes_at,
+       r.parent_run_id,
+       r.cancel_requested_at
+FROM {schema}.runs r
+WHERE r.status = 'queued' AND r.waiting_for IS NOT NULL;

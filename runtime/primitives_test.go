@@ -169,6 +169,9 @@ func TestSignal_KeptOrderedOnceAndWakesTheRun(t *testing.T) {
 	if n := q[int](e, `SELECT count(*) FROM {schema}.in_flight WHERE run_id = $1`, r.ID); n != 0 {
 		t.Fatal("a run waiting for a signal holds a lease")
 	}
+	if w := q[string](e, `SELECT waiting_for FROM {schema}.waiting_runs WHERE run_id = $1 AND wakes_at IS NULL`, r.ID); w != "signal:approve" {
+		t.Fatalf("waiting_runs says %q", w)
+	}
 	// The second, in the caller's transaction and through SQL.
 	tx, err := e.pool.Begin(e.ctx)
 	if err != nil {
