@@ -97,7 +97,7 @@ BEGIN
         RAISE EXCEPTION 'send_signal: run % not found', run USING ERRCODE = 'TN001';
     END IF;
     IF st NOT IN ('queued', 'running') THEN
-        RAISE EXCEPTION 'send_signal: run % is %: it can receive no signal', run, st USING ERRCODE = 'TN002';
+        RAISE EXCEPTION 'send_signal: run % is %', run, st USING ERRCODE = 'TN002';
     END IF;
     INSERT INTO {schema}.signals (run_id, name, payload)
     VALUES (run, send_signal.name, coalesce(payload, 'null'::jsonb))

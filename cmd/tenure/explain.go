@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
 )
 
 func (a *app) explainCommand() *cobra.Command {
@@ -51,6 +52,9 @@ as such.`,
 			}
 			if step == nil {
 				return fmt.Errorf("run %s has no step %d (it has %d): %w", id, n, len(steps), operator.ErrNotFound)
+			}
+			if step.Kind != sdk.KindActivity {
+				return fmt.Errorf("step %d of run %s is a step of kind %s (%s): it has no attempts and no retry policy", n, id, step.Kind, step.Activity)
 			}
 			var p policy.Retry
 			if err := json.Unmarshal(step.Policy, &p); err != nil {

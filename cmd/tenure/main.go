@@ -1,11 +1,13 @@
 // Command tenure is the operator CLI of Tenure: it migrates the schema, lists
-// runs and failures, shows a run's attempt timeline, explains a step's retry
-// policy, requeues failed runs (one, or by filter with a dry run) and applies
-// retention. It reads the database from DATABASE_URL.
+// runs and failures, shows a run's step and attempt timeline, sends a run a
+// signal or cancels it, explains a step's retry policy, requeues failed runs
+// (one, or by filter with a dry run) and applies retention. It reads the
+// database from DATABASE_URL.
 //
 //	tenure migrate up
 //	tenure failures list --since 24h
 //	tenure runs show 0192c3e4-...
+//	tenure runs signal 0192c3e4-... approve '{"by": "ada"}'
 //	tenure failures requeue --activity charge --reason retries_exhausted --dry-run
 //
 // Tables are for people; --json gives the same data to scripts. Exit status:

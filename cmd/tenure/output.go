@@ -60,6 +60,14 @@ func stampPtr(t *time.Time) string {
 // ago says how long ago t was, rounded for reading: "3m12s ago".
 func ago(t time.Time) string { return roughly(time.Since(t)) + " ago" }
 
+// when says how far t is from now, rounded: "in 4m0s" or "3m12s ago".
+func when(t time.Time) string {
+	if d := time.Until(t); d > 0 {
+		return "in " + roughly(d)
+	}
+	return ago(t)
+}
+
 // roughly rounds d to what a person reads: ms below a second, s below an
 // hour, minutes above.
 func roughly(d time.Duration) string {

@@ -102,10 +102,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tenure",
-		Short: "Operate Tenure: failures, requeues, run timelines, retention, migrations",
+		Short: "Operate Tenure: failures, requeues, run timelines, signals, cancels, retention, migrations",
 		Long: `tenure is the operator CLI of Tenure, the durable-execution SDK for Go on
 PostgreSQL. It shows what failed, why and since when, puts failed runs back
-in the queue, explains retry policies and applies retention.
+in the queue, shows what a run waits for, sends it signals and cancels it,
+explains retry policies and applies retention.
 
 It connects to the database named by the DATABASE_URL environment variable
 (a PostgreSQL URL or key=value string) and works in the schema named by
@@ -117,6 +118,8 @@ It connects to the database named by the DATABASE_URL environment variable
   tenure failures list --since 24h
   tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure explain 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e 2
+  tenure runs signal 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e approve '{"by": "ada"}'
+  tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure failures requeue --activity charge --reason retries_exhausted --dry-run
   tenure purge --completed-older-than 30d`,
 		SilenceUsage:  true,
@@ -158,6 +161,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
 			return usagef("%s takes %d argument(s), got %d (see %s --help)", cmd.CommandPath(), n, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// rangeArgs is cobra.RangeArgs as a usage error.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usagef("%s takes %d to %d arguments, got %d (see %s --help)", cmd.CommandPath(), lo, hi, len(args), cmd.CommandPath())
 		}
 		return nil
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,12 +62,19 @@ and the run awaits rescue by the next worker that claims).`,
 
 	show := &cobra.Command{
 		Use:   "show RUN_ID",
-		Short: "Show a run: its failure, and per step the effective policy and every attempt",
-		Long: `Show a run: its status, lease and failure reason, and for each step the
-effective retry policy in force and the attempt timeline (status, start,
-duration, the delay chosen before the next attempt and where it came from,
-worker, trace ID and error). Attempts made before a requeue are marked;
-they no longer count against the step's budgets.`,
+		Short: "Show a run: its failure, what it waits for, and every step and attempt",
+		Long: `Show a run: its status, lease and failure reason, what a queued run that has
+started waits for (a sleep, a signal, a child run), its parent run and step
+when it is a child, and when its cancellation was requested.
+
+Then each step. An activity step shows the effective retry policy in force
+and the attempt timeline (status, start, duration, the delay chosen before
+the next attempt and where it came from, worker, trace ID and error).
+Attempts made before a requeue are marked; they no longer count against the
+step's budgets. The other steps are named by their kind first, and have no
+attempts: a sleep shows its due time and when it woke; a signal its name,
+its timeout and the ID of the signal it received; a child its run and that
+run's status; an event its key; now and side_effect their kind alone.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseRunID(args[0])
@@ -79,7 +88,8 @@ they no longer count against the step's budgets.`,
 			return a.showRun(op, id)
 		},
 	}
-	return group("runs", "List runs and show a run's step and attempt timeline", list, show)
+	return group("runs", "List runs, show a run's timeline, signal and cancel runs", list, show,
+		a.runsSignalCommand(), a.runsCancelCommand())
 }
 
 // runDetail is the DETAIL cell of runs list.
@@ -120,6 +130,11 @@ type runJSON struct {
 	Reason      policy.Reason `json:"reason,omitempty"`
 	Step        int           `json:"step,omitempty"`
 	Activity    string        `json:"activity,omitempty"`
+	// Set by runs show only.
+	WaitingFor        string     `json:"waiting_for,omitempty"`
+	ParentRunID       *uuid.UUID `json:"parent_run_id,omitempty"`
+	ParentStep        int        `json:"parent_step,omitempty"`
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 }
 
 func newRunJSON(r operator.RunSummary) runJSON {
@@ -154,14 +169,34 @@ type attemptJSON struct {
 // stepJSON is a step as --json prints it.
 type stepJSON struct {
 	Step         int             `json:"step"`
+	Kind         sdk.StepKind    `json:"kind"`
 	Activity     string          `json:"activity"`
 	Status       sdk.StepStatus  `json:"status"`
 	Reason       policy.Reason   `json:"reason,omitempty"`
 	ErrorMessage string          `json:"error_message,omitempty"`
 	Policy       json.RawMessage `json:"policy"`
-	PolicyText   string          `json:"policy_text"`
+	PolicyText   string          `json:"policy_text,omitempty"` // activity steps only
 	BudgetFrom   int             `json:"budget_from"`
+	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
+	DueAt        *time.Time      `json:"due_at,omitempty"`
+	SignalID     int64           `json:"signal_id,omitempty"`
+	ChildRunID   *uuid.UUID      `json:"child_run_id,omitempty"`
+	ChildStatus  sdk.RunStatus   `json:"child_status,omitempty"`
 	Attempts     []attemptJSON   `json:"attempts"`
+}
+
+func newStepJSON(s operator.Step, attempts []attemptJSON) stepJSON {
+	j := stepJSON{Step: s.Step, Kind: s.Kind, Activity: s.Activity, Status: s.Status, Reason: s.Reason,
+		ErrorMessage: s.ErrorMessage, Policy: json.RawMessage(s.Policy), BudgetFrom: s.BudgetFrom,
+		FinishedAt: s.FinishedAt, DueAt: s.DueAt, SignalID: s.SignalID, ChildStatus: s.ChildStatus,
+		Attempts: append([]attemptJSON{}, attempts...)}
+	if s.Kind == sdk.KindActivity {
+		j.PolicyText = policyText(s.Policy)
+	}
+	if s.ChildRunID != uuid.Nil {
+		j.ChildRunID = &s.ChildRunID
+	}
+	return j
 }
 
 // failureJSON is a failure row as --json prints it.
@@ -237,15 +272,17 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 	}{Steps: []stepJSON{}}
 	out.Run = newRunJSON(operator.RunSummary{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
 		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
+	out.Run.WaitingFor, out.Run.ParentStep, out.Run.CancelRequestedAt = r.WaitingFor, r.ParentStep, r.CancelRequested
+	if r.Parent != uuid.Nil {
+		out.Run.ParentRunID = &r.Parent
+	}
 	if r.Failure != nil {
 		f := newFailureJSON(*r.Failure)
 		out.Failure = &f
 		out.Run.Reason, out.Run.Step, out.Run.Activity = f.Reason, f.Step, f.Activity
 	}
 	for _, s := range steps {
-		out.Steps = append(out.Steps, stepJSON{Step: s.Step, Activity: s.Activity, Status: s.Status, Reason: s.Reason,
-			ErrorMessage: s.ErrorMessage, Policy: json.RawMessage(s.Policy), PolicyText: policyText(s.Policy),
-			BudgetFrom: s.BudgetFrom, Attempts: append([]attemptJSON{}, byStep[s.Step]...)})
+		out.Steps = append(out.Steps, newStepJSON(s, byStep[s.Step]))
 	}
 	if a.json {
 		return a.printJSON(out)
@@ -256,6 +293,9 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 	t.row("workflow", r.Workflow)
 	t.row("status", r.Status)
 	t.row("queue", r.Queue)
+	if r.Parent != uuid.Nil {
+		t.row("parent", fmt.Sprintf("%s step %d", r.Parent, r.ParentStep))
+	}
 	t.row("created", stamp(r.CreatedAt)+" ("+ago(r.CreatedAt)+")")
 	if r.FinishedAt != nil {
 		t.row("finished", stamp(*r.FinishedAt)+" ("+ago(*r.FinishedAt)+")")
@@ -265,6 +305,12 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 	}
 	if r.Status == sdk.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
+	}
+	if r.Status == sdk.RunQueued && r.WaitingFor != "" {
+		t.row("waiting", waitingText(r))
+	}
+	if r.CancelRequested != nil {
+		t.row("cancel", "requested "+stamp(*r.CancelRequested)+" ("+ago(*r.CancelRequested)+")")
 	}
 	if f := r.Failure; f != nil {
 		where := ""
@@ -278,11 +324,13 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 		return err
 	}
 	for _, s := range out.Steps {
-		head := fmt.Sprintf("\nstep %d  %s  %s", s.Step, s.Activity, s.Status)
-		if s.Reason != "" {
-			head += ": " + string(s.Reason)
+		fmt.Fprintln(w, "\n"+stepHead(s))
+		if s.Kind != sdk.KindActivity {
+			if err := stepDetail(w, s); err != nil {
+				return err
+			}
+			continue
 		}
-		fmt.Fprintln(w, head)
 		fmt.Fprintf(w, "  policy  %s\n", s.PolicyText)
 		if s.BudgetFrom > 0 {
 			fmt.Fprintf(w, "  attempts up to %d were made before a requeue and no longer count (marked *)\n", s.BudgetFrom)
@@ -309,6 +357,78 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 		}
 	}
 	return nil
+}
+
+// waitingText says what a queued run that has started waits for, from its
+// waiting_for ("sleep", "signal:<name>", "child:<id>") and run_after.
+func waitingText(r operator.Run) string {
+	what, arg, _ := strings.Cut(r.WaitingFor, ":")
+	switch what {
+	case "sleep":
+		return "sleep until " + stamp(r.RunAfter) + " (" + when(r.RunAfter) + ")"
+	case "signal":
+		if r.RunAfter.IsZero() {
+			return fmt.Sprintf("signal %q, no timeout", arg)
+		}
+		return fmt.Sprintf("signal %q, timeout %s (%s)", arg, stamp(r.RunAfter), when(r.RunAfter))
+	case "child":
+		return "child run " + arg + " to end"
+	}
+	return r.WaitingFor
+}
+
+// stepHead is a step's first line: number, activity and status for an
+// activity step; for the other kinds the kind first, then the name it
+// records (signal, event key, child workflow) when it is not the kind.
+func stepHead(s stepJSON) string {
+	name := s.Activity
+	if s.Kind != sdk.KindActivity && s.Activity != string(s.Kind) {
+		name = string(s.Kind) + " " + s.Activity
+	}
+	head := fmt.Sprintf("step %d  %s  %s", s.Step, name, s.Status)
+	if s.Reason != "" {
+		head += ": " + string(s.Reason)
+	}
+	return head
+}
+
+// stepDetail writes what a step of another kind than activity waited for.
+func stepDetail(w io.Writer, s stepJSON) error {
+	var rows [][2]string
+	add := func(k, v string) { rows = append(rows, [2]string{"  " + k, v}) }
+	switch s.Kind {
+	case sdk.KindSleep:
+		if s.DueAt != nil {
+			add("due", stamp(*s.DueAt)+" ("+when(*s.DueAt)+")")
+		}
+		if s.FinishedAt != nil {
+			add("woke", stamp(*s.FinishedAt))
+		}
+	case sdk.KindSignal:
+		if s.DueAt != nil {
+			add("timeout", stamp(*s.DueAt)+" ("+when(*s.DueAt)+")")
+		} else {
+			add("timeout", "none")
+		}
+		if s.SignalID != 0 {
+			add("received", fmt.Sprintf("signal %d at %s", s.SignalID, stampPtr(s.FinishedAt)))
+		}
+	case sdk.KindChild:
+		if s.ChildRunID != nil {
+			add("child", fmt.Sprintf("%s (%s)", *s.ChildRunID, dash(string(s.ChildStatus))))
+		}
+	}
+	if s.ErrorMessage != "" {
+		add("error", clip(s.ErrorMessage, 200))
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	t := newTable(w, rows[0][:]...)
+	for _, r := range rows[1:] {
+		t.row(r[0], r[1])
+	}
+	return t.flush()
 }
 
 // joinType writes an error as "type: message", or just the message.

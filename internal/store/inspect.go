@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tenurehq/tenure/policy"
 )
@@ -75,10 +76,12 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]RunSummary, error)
 }
 
 // StepRecord is one step of a run as recorded, with the effective policy of
-// its latest attempt (JSON, as policy.Retry marshals it).
+// its latest attempt (JSON, as policy.Retry marshals it; {} for a step of
+// another kind than activity) and, for the other kinds, what they waited
+// for, as the step_timeline view shows it.
 type StepRecord struct {
 	Step           int
-	Activity       string
+	Activity       string // for another kind: the signal's name, the event's key, the child's workflow, or the kind
 	Status         StepStatus
 	Reason         policy.Reason // why a failed step gave up
 	ErrorMessage   string
@@ -86,22 +89,44 @@ type StepRecord struct {
 	Policy         []byte
 	BudgetFrom     int // attempts up to this number were made before a requeue
 	FirstStartedAt time.Time
-	FinishedAt     *time.Time
+	FinishedAt     *time.Time // for a sleep or a signal: when it woke
+	Kind           StepKind
+	// DueAt is a sleep's due time, or a signal's timeout (nil: none).
+	DueAt *time.Time
+	// ChildRunID and ChildStatus are a child step's run (uuid.Nil for none)
+	// and its status now.
+	ChildRunID  uuid.UUID
+	ChildStatus RunStatus
+	// SignalID is the signal a signal step consumed; 0 until it did.
+	SignalID int64
 }
 
 // StepRecords returns a run's steps in order; none for a run that has not
-// started a step (or does not exist: see GetRun).
+// started a step (or does not exist: see GetRun). The joins are those of
+// the step_timeline view: the signal a step consumed, the child it started.
 func (s *Store) StepRecords(ctx context.Context, runID uuid.UUID) ([]StepRecord, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT step, activity, status, coalesce(reason, ''), coalesce(error_message, ''),
-		       coalesce(error_type, ''), policy, budget_from, first_started_at, finished_at
-		FROM {schema}.steps
-		WHERE run_id = $1
-		ORDER BY step`), runID)
+		SELECT s.step, s.activity, s.status, coalesce(s.reason, ''), coalesce(s.error_message, ''),
+		       coalesce(s.error_type, ''), s.policy, s.budget_from, s.first_started_at, s.finished_at,
+		       s.kind, s.due_at, s.child_run_id, coalesce(c.status, ''), coalesce(sg.id, 0)
+		FROM {schema}.steps s
+		LEFT JOIN {schema}.signals sg ON sg.run_id = s.run_id AND sg.consumed_step = s.step
+		LEFT JOIN {schema}.runs c ON c.id = s.child_run_id
+		WHERE s.run_id = $1
+		ORDER BY s.step`), uuidArg(runID))
 	if err != nil {
 		return nil, s.wrap("load steps", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[StepRecord])
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StepRecord, error) {
+		var r StepRecord
+		var child pgtype.UUID
+		err := row.Scan(&r.Step, &r.Activity, &r.Status, &r.Reason, &r.ErrorMessage, &r.ErrorType, &r.Policy,
+			&r.BudgetFrom, &r.FirstStartedAt, &r.FinishedAt, &r.Kind, &r.DueAt, &child, &r.ChildStatus, &r.SignalID)
+		if child.Valid {
+			r.ChildRunID = child.Bytes
+		}
+		return r, err
+	})
 	if err != nil {
 		return nil, s.wrap("load steps", err)
 	}
