@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -153,6 +154,10 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 		rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 		every := time.Duration(float64(cfg.Duration) * 0.6 / float64(max(cfg.Runs, 1)))
 		next := time.Now()
+		// The signal of a run's Receive step is sent signalLag runs later,
+		// so that some are pending when the run reaches Receive and some
+		// find it waiting without a lease; the last ones are sent at once.
+		var unsent []uuid.UUID
 		for i := range cfg.Runs {
 			if d := time.Until(next); d > 0 {
 				select {
@@ -164,11 +169,23 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 			next = next.Add(every)
 			p := randomPlan(rng, cfg.PoisonEvery > 0 && i%cfg.PoisonEvery == cfg.PoisonEvery/2)
 			var err error
+			var r *sdk.Run[workload.Result]
 			for try := 0; try < 50; try++ {
-				if _, err = sdk.Start(submitCtx, client, plan, p); err == nil || submitCtx.Err() != nil {
+				if r, err = sdk.Start(submitCtx, client, plan, p); err == nil || submitCtx.Err() != nil {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
+			}
+			if err == nil {
+				for _, s := range p.Steps {
+					if s.Kind == workload.Receive {
+						unsent = append(unsent, r.ID)
+					}
+				}
+				for err == nil && (len(unsent) > signalLag || (i == cfg.Runs-1 && len(unsent) > 0)) {
+					err = sendSignal(submitCtx, client, unsent[0])
+					unsent = unsent[1:]
+				}
 			}
 			subMu.Lock()
 			if err != nil {
@@ -360,30 +377,63 @@ func jitter(rng *rand.Rand, mean time.Duration) time.Duration {
 	return mean/2 + time.Duration(rng.Int64N(int64(mean)+1))
 }
 
+// signalName is the signal the Receive steps of the chaos runs wait for.
+const signalName = "chaos"
+
+// signalLag is how many runs later a run's signal is sent.
+const signalLag = 3
+
+// sendSignal sends a run its signal, with the run's ID as payload. A run
+// that has ended (it failed before its Receive step) needs none. A retried
+// send whose first try committed leaves one more signal pending: harmless,
+// the run consumes one per Receive step.
+func sendSignal(ctx context.Context, client *sdk.Client, id uuid.UUID) error {
+	var err error
+	for try := 0; try < 50; try++ {
+		err = client.Send(ctx, id, signalName, id.String())
+		if err == nil || errors.Is(err, sdk.ErrFinished) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("send signal to run %s: %w", id, err)
+}
+
 // randomPlan draws a run's plan: 2 to 4 steps mixing the kinds, a quarter of
-// them with a long first attempt (likely in flight at a disruption), and a
-// poison step when asked.
+// the activities with a long first attempt (likely in flight at a
+// disruption), short durable sleeps (slept in process, the lease held), at
+// most one Receive step (its signal sent by the submitter), and a poison
+// step when asked.
 func randomPlan(rng *rand.Rand, poison bool) workload.Plan {
 	var p workload.Plan
+	receives := false
 	for range 2 + rng.IntN(3) {
 		s := workload.Step{SleepMS: 20 + rng.IntN(200)}
 		if rng.IntN(4) == 0 {
 			s.FirstSleepMS = 500 + rng.IntN(1500)
 		}
 		switch x := rng.IntN(100); {
-		case x < 35:
+		case x < 30:
 			s.Kind = workload.AtLeastOnce
-		case x < 55:
+		case x < 48:
 			s.Kind = workload.AtMostOnce
 			s.Reconcile = rng.IntN(2) == 0
-		case x < 75:
+		case x < 66:
 			s.Kind = workload.Transactional
-		default:
+		case x < 86:
 			s.Kind = workload.Flaky
 			s.Failures = rng.IntN(3)
 			if rng.IntN(20) == 0 {
 				s.Failures = 3 // over the default budget: retries_exhausted
 			}
+		case x < 94 || receives:
+			s = workload.Step{Kind: workload.Sleep, SleepMS: 50 + rng.IntN(450)}
+		default:
+			s = workload.Step{Kind: workload.Receive, Signal: signalName}
+			receives = true
 		}
 		p.Steps = append(p.Steps, s)
 	}

@@ -1,7 +1,8 @@
 // Package invariant checks, from the database alone, that Tenure kept its
 // failure-semantics promises over a chaos run: every run ended properly,
 // every attempt is accounted for, at-most-once steps ran at most once,
-// budgets held, fencing held. It reads Tenure's tables and the workload's
+// budgets held, fencing held, signals were consumed once each and in order.
+// It reads Tenure's tables and the workload's
 // ledger and effects tables (package workload), and reports figures and
 // violations.
 package invariant
@@ -71,6 +72,17 @@ const (
 	// completions); with a listener that never lost its connection, every
 	// ended run announced it exactly once.
 	OneCompletion Rule = "one-completion"
+	// PrimitiveSteps: a step of another kind than activity (a durable
+	// sleep, a signal's receipt) has no attempt and no invocation, and a
+	// completed sleep woke no earlier than its due time. The attempt rules
+	// above apply to activity steps only.
+	PrimitiveSteps Rule = "primitive-steps"
+	// SignalOnce: a signal is consumed by a completed signal step of its
+	// name, whose output is its payload; every completed signal step
+	// consumed exactly one signal; per run and name, signals are consumed
+	// in the order sent, none skipped (no pending signal older than a
+	// consumed one).
+	SignalOnce Rule = "signal-once"
 )
 
 // Rules lists every rule in report order, with what it promises.
@@ -93,6 +105,8 @@ var Rules = []struct {
 	{AtMostOnce, "at-most-once step: <= 1 invocation"},
 	{AtLeastOnce, "completed at-least-once step: >= 1 invocation"},
 	{ExactlyOnceEffect, "transactional step: one committed effect iff completed"},
+	{PrimitiveSteps, "sleep/signal step: no attempt, no invocation; woke >= due"},
+	{SignalOnce, "signal consumed once, by its step, in send order"},
 }
 
 // Violation is one broken invariant.
@@ -135,6 +149,9 @@ type Report struct {
 	AtMostOnceSteps      int // steps of at-most-once activities
 	Indeterminate        int // of which ended indeterminate
 	Effects              int // committed transactional effect rows
+	PrimitiveSteps       int // steps of another kind than activity
+	Signals              int // signals sent
+	SignalsConsumed      int // of which consumed
 	Notices              int // completion notices received, when counted
 	Violations           []Violation
 	// Checked counts, per rule, the runs or steps it was checked on.
@@ -164,6 +181,7 @@ type runRow struct {
 type stepRow struct {
 	runID       uuid.UUID
 	step        int
+	kind        store.StepKind
 	activity    string
 	status      store.StepStatus
 	reason      policy.Reason
@@ -173,6 +191,7 @@ type stepRow struct {
 	atMostOnce  bool
 	tx          bool
 	effects     int
+	wokeEarly   bool // a completed sleep whose wake is recorded before its due time
 }
 
 type attemptRow struct {
@@ -217,19 +236,20 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 
 	var steps []*stepRow
 	rows, err = pool.Query(ctx, `
-		SELECT s.run_id, s.step, s.activity, s.status, coalesce(s.reason, ''), s.budget_from,
+		SELECT s.run_id, s.step, s.kind, s.activity, s.status, coalesce(s.reason, ''), s.budget_from,
 		       coalesce((s.policy->>'max_attempts')::int, 0), coalesce((s.policy->>'max_rescues')::int, 0),
 		       coalesce((s.policy->>'at_most_once')::bool, false),
 		       s.activity = $1,
-		       (SELECT count(*) FROM `+s+`.effects e WHERE e.run_id = s.run_id AND e.step = s.step)
+		       (SELECT count(*) FROM `+s+`.effects e WHERE e.run_id = s.run_id AND e.step = s.step),
+		       coalesce(s.kind = 'sleep' AND s.status = 'completed' AND s.finished_at < s.due_at, false)
 		FROM `+s+`.steps s
 		ORDER BY s.run_id, s.step`, workload.ActivityTransactional)
 	if err != nil {
 		return nil, fmt.Errorf("invariant: read steps: %w", err)
 	}
 	var st stepRow
-	if _, err := pgx.ForEachRow(rows, []any{&st.runID, &st.step, &st.activity, &st.status, &st.reason,
-		&st.budgetFrom, &st.maxAttempts, &st.maxRescues, &st.atMostOnce, &st.tx, &st.effects}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&st.runID, &st.step, &st.kind, &st.activity, &st.status, &st.reason,
+		&st.budgetFrom, &st.maxAttempts, &st.maxRescues, &st.atMostOnce, &st.tx, &st.effects, &st.wokeEarly}, func() error {
 		c := st
 		steps = append(steps, &c)
 		return nil
@@ -275,8 +295,15 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 		return nil, fmt.Errorf("invariant: count ledger: %w", err)
 	}
 
+	if err := r.checkSignals(ctx, pool, s); err != nil {
+		return nil, err
+	}
 	r.checkRuns(runs, steps, opts)
 	for _, st := range steps {
+		if st.kind != store.KindActivity {
+			r.checkPrimitive(st, attempts[stepKey{st.runID, st.step}])
+			continue
+		}
 		r.checkStep(st, attempts[stepKey{st.runID, st.step}], runs[st.runID])
 	}
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].Rule < r.Violations[j].Rule })
@@ -436,6 +463,79 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 	}
 }
 
+// checkPrimitive checks a step of another kind than activity: it has no
+// attempt (so no invocation either) and a sleep did not wake early.
+func (r *Report) checkPrimitive(st *stepRow, as []attemptRow) {
+	r.Steps++
+	r.PrimitiveSteps++
+	r.Checked[PrimitiveSteps]++
+	for _, a := range as {
+		r.Attempts[string(a.status)]++
+		r.add(PrimitiveSteps, st.runID, st.step, "%s step has attempt %d (%s, %d invocations)", st.kind, a.attempt, a.status, a.ledger)
+	}
+	if st.wokeEarly {
+		r.add(PrimitiveSteps, st.runID, st.step, "sleep recorded completed before its due time")
+	}
+}
+
+// checkSignals checks the signals table against the signal steps.
+func (r *Report) checkSignals(ctx context.Context, pool *pgxpool.Pool, s string) error {
+	// One row per signal sent, with the step that consumed it; then one per
+	// completed signal step that no signal names as its consumer (orphan).
+	rows, err := pool.Query(ctx, `
+		SELECT false AS orphan, g.run_id, coalesce(g.consumed_step, 0), g.consumed_step IS NOT NULL,
+		       coalesce(st.kind, ''), coalesce(st.activity, ''), coalesce(st.status, ''), g.name,
+		       st.output IS NOT DISTINCT FROM g.payload,
+		       (SELECT count(*) FROM `+s+`.signals o WHERE o.run_id = g.run_id AND o.consumed_step = g.consumed_step),
+		       (SELECT count(*) FROM `+s+`.signals o WHERE o.run_id = g.run_id AND o.name = g.name
+		           AND o.id < g.id AND (o.consumed_step IS NULL OR o.consumed_step > g.consumed_step))
+		FROM `+s+`.signals g
+		LEFT JOIN `+s+`.steps st ON st.run_id = g.run_id AND st.step = g.consumed_step
+		UNION ALL
+		SELECT true, st.run_id, st.step, false, st.kind, st.activity, st.status, st.activity, false, 0, 0
+		FROM `+s+`.steps st
+		WHERE st.kind = 'signal' AND st.status = 'completed'
+		  AND NOT EXISTS (SELECT FROM `+s+`.signals g WHERE g.run_id = st.run_id AND g.consumed_step = st.step)`)
+	if err != nil {
+		return fmt.Errorf("invariant: read signals: %w", err)
+	}
+	var (
+		orphan, consumed, samePayload bool
+		run                           uuid.UUID
+		step                          int
+		kind, activity, status, name  string
+		byStep, overtaken             int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&orphan, &run, &step, &consumed, &kind, &activity, &status, &name,
+		&samePayload, &byStep, &overtaken}, func() error {
+		r.Checked[SignalOnce]++
+		if orphan {
+			// It made a payload up, or replayed a signal another step consumed.
+			r.add(SignalOnce, run, step, "signal step %q completed without consuming a signal", activity)
+			return nil
+		}
+		r.Signals++
+		if !consumed {
+			return nil
+		}
+		r.SignalsConsumed++
+		switch {
+		case kind != string(store.KindSignal) || activity != name || status != string(store.StepCompleted):
+			r.add(SignalOnce, run, step, "signal %q consumed by a %s step %q (%s)", name, kind, activity, status)
+		case !samePayload:
+			r.add(SignalOnce, run, step, "signal %q: the step's output is not the payload it consumed", name)
+		case byStep != 1:
+			r.add(SignalOnce, run, step, "step consumed %d signals", byStep)
+		case overtaken > 0:
+			r.add(SignalOnce, run, step, "signal %q consumed while %d sent before it are pending or consumed later", name, overtaken)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("invariant: read signals: %w", err)
+	}
+	return nil
+}
+
 func prev(as []attemptRow, i int) string {
 	if i == 0 {
 		return "no"
@@ -458,6 +558,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(tw, "invocations\t%d\tlost attempts invoked %d, not yet invoked %d\n", r.Invocations, r.LostInvoked, r.LostNotInvoked)
 	fmt.Fprintf(tw, "at-least-once reruns\t%d\textra invocations on completed steps (lost attempts there: %d)\n", r.ExtraInvocations, r.LostOnCompletedSteps)
 	fmt.Fprintf(tw, "transactional effects\t%d\tcommitted rows\n", r.Effects)
+	fmt.Fprintf(tw, "primitive steps\t%d\tsleeps and signal receipts; signals sent %d, consumed %d\n", r.PrimitiveSteps, r.Signals, r.SignalsConsumed)
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -8,7 +8,11 @@
 // to call and how it behaves (how long it sleeps, how often it fails). The
 // kinds cover the failure semantics under test: at-least-once, at-most-once,
 // transactional, transiently failing, and a poison pill that kills the
-// process running it.
+// process running it; and two durable primitives that are steps without
+// attempts: a durable sleep (sdk.Sleep) and the receipt of a signal
+// (sdk.Receive). The primitives call no activity, so they leave no ledger
+// row: whatever a crash does to them shows in Tenure's tables and the run's
+// Result alone.
 package workload
 
 import (
@@ -49,6 +53,14 @@ const (
 	// Poison records its invocation and kills its own process with
 	// SIGKILL, on every attempt. Its policy allows PoisonMaxRescues rescues.
 	Poison Kind = "poison"
+	// Sleep is a durable sleep of Step.SleepMS (sdk.Sleep): a step of kind
+	// sleep, with no attempt and no ledger row. It adds nothing to Result.
+	Sleep Kind = "sleep"
+	// Receive receives the next signal named Step.Signal (sdk.Receive, with
+	// Step.TimeoutMS): a step of kind signal, with no attempt and no ledger
+	// row. The signal's payload, a JSON string, is appended to
+	// Result.Received; a timeout fails the run.
+	Receive Kind = "receive"
 )
 
 // Activity names, as recorded on steps, attempts and ledger rows.
@@ -77,9 +89,10 @@ const RetryDelay = 20 * time.Millisecond
 
 // Step is one step of a Plan.
 type Step struct {
-	// Kind is the activity the step calls.
+	// Kind is the activity the step calls, or the primitive it is.
 	Kind Kind `json:"kind"`
-	// SleepMS is how long every attempt sleeps after recording itself.
+	// SleepMS is how long every attempt sleeps after recording itself; for
+	// a Sleep step, the durable sleep's duration.
 	SleepMS int `json:"sleep_ms,omitempty"`
 	// FirstSleepMS, when positive, replaces SleepMS for the first attempt:
 	// long enough for a test to kill or freeze the worker mid-flight.
@@ -96,6 +109,10 @@ type Step struct {
 	// return success when its sleep is over, so that a worker that lost its
 	// lease still tries to record the step (and fencing must refuse it).
 	Stubborn bool `json:"stubborn,omitempty"`
+	// Signal is the name of the signal a Receive step receives.
+	Signal string `json:"signal,omitempty"`
+	// TimeoutMS is how long a Receive step waits for its signal; 0: no limit.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
 }
 
 // Plan is a run's input: the steps to execute, in order.
@@ -111,11 +128,14 @@ type Mark struct {
 	Epoch   int64  `json:"epoch"`   // the lease epoch it ran under
 }
 
-// Result is a completed run's output: the mark of every step's successful
-// attempt, in step order (a reconciled step contributes the reconcile step's).
+// Result is a completed run's output: the mark of every activity step's
+// successful attempt, in step order (a reconciled step contributes the
+// reconcile step's), and the payload of every signal received, in the order
+// received. A Sleep step contributes nothing; a Receive step no mark.
 type Result struct {
-	Marks      []Mark `json:"marks"`
-	Reconciled int    `json:"reconciled"` // indeterminate steps the workflow reconciled
+	Marks      []Mark   `json:"marks"`
+	Received   []string `json:"received,omitempty"`
+	Reconciled int      `json:"reconciled"` // indeterminate steps the workflow reconciled
 }
 
 // Workload holds the Plan workflow and its activities, bound to a ledger.
@@ -154,6 +174,20 @@ func New(ledger *Ledger) *Workload {
 func (w *Workload) run(ctx context.Context, p Plan) (Result, error) {
 	var r Result
 	for i, s := range p.Steps {
+		switch s.Kind {
+		case Sleep:
+			if err := sdk.Sleep(ctx, time.Duration(s.SleepMS)*time.Millisecond); err != nil {
+				return r, err
+			}
+			continue
+		case Receive:
+			v, err := sdk.Receive[string](ctx, s.Signal, time.Duration(s.TimeoutMS)*time.Millisecond)
+			if err != nil {
+				return r, err
+			}
+			r.Received = append(r.Received, v)
+			continue
+		}
 		var opts []policy.Option
 		if s.MaxAttempts > 0 {
 			opts = append(opts, policy.MaxAttempts(s.MaxAttempts))
