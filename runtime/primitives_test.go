@@ -687,3 +687,52 @@ func TestChild_RequeueTheChildThenTheParent(t *testing.T) {
 		t.Fatalf("parent after the requeues: %d, %v", out, err)
 	}
 }
+
+// Bad signals and primitives are refused before anything is recorded.
+func TestPrimitives_RefuseBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, _ := sdk.Start(e.ctx, e.client, echoWorkflow, in{N: 1}, sdk.WithDelay(time.Hour))
+	if err := e.client.Send(e.ctx, r.ID, "", 1); err == nil {
+		t.Fatal("Send with an empty name: no error")
+	}
+	if err := e.client.Send(e.ctx, r.ID, "big", strings.Repeat("x", sdk.DefaultMaxPayload)); !errors.Is(err, sdk.ErrPayloadTooLarge) {
+		t.Fatalf("Send of a payload over the limit: %v, want ErrPayloadTooLarge", err)
+	}
+	if err := e.client.Send(e.ctx, r.ID, "ch", make(chan int)); err == nil {
+		t.Fatal("Send of a payload that does not encode: no error")
+	}
+	if n := q[int](e, `SELECT count(*) FROM {schema}.signals`); n != 0 {
+		t.Fatalf("%d signals recorded by refused sends", n)
+	}
+	if _, err := sdk.Receive[int](e.ctx, "x", 0); !errors.Is(err, sdk.ErrNotInWorkflow) {
+		t.Fatalf("Receive outside a workflow: %v", err)
+	}
+	if err := sdk.Sleep(e.ctx, time.Second); !errors.Is(err, sdk.ErrNotInWorkflow) {
+		t.Fatalf("Sleep outside a workflow: %v", err)
+	}
+	bad := sdk.NewWorkflow("bad-calls", func(ctx context.Context, _ int) (string, error) {
+		var errs []string
+		if _, err := sdk.Receive[int](ctx, "", 0); err != nil {
+			errs = append(errs, "empty name")
+		}
+		if _, err := sdk.Receive[int](ctx, "x", -time.Second); err != nil {
+			errs = append(errs, "negative timeout")
+		}
+		if err := sdk.SetEvent(ctx, "", 1); err != nil {
+			errs = append(errs, "empty key")
+		}
+		if _, err := sdk.StartChild(ctx, shipOne, shipment{}, sdk.WithKey("k")); err != nil {
+			errs = append(errs, "child key")
+		}
+		return strings.Join(errs, ","), nil
+	})
+	e.worker(e.config(), bad)
+	br, _ := sdk.Start(e.ctx, e.client, bad, 0)
+	if out, err := result(t, br); err != nil || out != "empty name,negative timeout,empty key,child key" {
+		t.Fatalf("result %q, %v", out, err)
+	}
+	if n := q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1`, br.ID); n != 0 {
+		t.Fatalf("%d steps recorded by refused calls", n)
+	}
+}

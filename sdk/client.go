@@ -203,7 +203,7 @@ func (c *Client) Send(ctx context.Context, runID uuid.UUID, name string, payload
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
-	b, err := signalPayload(name, payload)
+	b, err := c.signalPayload(name, payload)
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, runID uuid.UUID, name st
 	if tx == nil {
 		return fmt.Errorf("sdk.SendTx: nil transaction")
 	}
-	b, err := signalPayload(name, payload)
+	b, err := c.signalPayload(name, payload)
 	if err != nil {
 		return err
 	}
@@ -230,13 +230,18 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, runID uuid.UUID, name st
 	return err
 }
 
-func signalPayload(name string, payload any) ([]byte, error) {
+// signalPayload encodes a signal's payload, within the client's payload
+// limit.
+func (c *Client) signalPayload(name string, payload any) ([]byte, error) {
 	if name == "" {
 		return nil, errors.New("sdk.Send: empty signal name")
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("sdk.Send(%q): encode payload: %w", name, err)
+	}
+	if len(b) > c.maxPayload {
+		return nil, fmt.Errorf("sdk.Send(%q): payload is %d bytes of JSON, limit %d: %w", name, len(b), c.maxPayload, ErrPayloadTooLarge)
 	}
 	return b, nil
 }
