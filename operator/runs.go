@@ -15,7 +15,8 @@ import (
 // (Failure, nil otherwise).
 type Run = store.Run
 
-// RunFilter selects runs for Runs; empty fields match all. Limit 0 means 100.
+// RunFilter selects runs for Runs: by workflow, status, queue and key (the
+// one sdk.WithKey gave); empty fields match all. Limit 0 means 100.
 type RunFilter = store.RunFilter
 
 // RunSummary is one run as Runs lists it: its status, the worker holding it
@@ -64,6 +65,32 @@ func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error)
 		return nil, err
 	}
 	return op.store.ListRuns(ctx, f)
+}
+
+// RunAuditLog returns the audit log rows that name the run: the requeues
+// that put it back, with who, when and the note, oldest first. It is empty
+// for a run never requeued, or one that does not exist (Run tells those
+// apart).
+func (op *Operator) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.RunAuditLog(ctx, runID)
+}
+
+// Schemas lists the schemas of the database that hold Tenure's tables,
+// by name. It does not check the operator's own schema, so that it can
+// explain a store.ErrSchemaMissing: the tables may be in another schema
+// (WithSchema).
+func (op *Operator) Schemas(ctx context.Context) ([]string, error) {
+	if op == nil {
+		return nil, errors.New("operator: nil *Operator (use operator.New)")
+	}
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	return op.store.Schemas(ctx)
 }
 
 // Steps returns a run's steps in order: none for a run that has not started

@@ -16,6 +16,9 @@ func (a *app) auditCommand() *cobra.Command {
 		Short: "Show the audit log: every requeue and every purge, newest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := atLeastOne("limit", limit); err != nil {
+				return err
+			}
 			op, err := a.operator()
 			if err != nil {
 				return err
@@ -54,6 +57,6 @@ func (a *app) auditCommand() *cobra.Command {
 			return t.flush()
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 50, "show at most this many entries")
+	cmd.Flags().IntVar(&limit, "limit", 50, "show at most this many entries (at least 1)")
 	return cmd
 }

@@ -137,21 +137,21 @@ func TestCLI_FailuresFromListToRequeueToPurge(t *testing.T) {
 		audit[0].Note != "INC-1" || audit[0].Filter["activity"] != "charge" {
 		t.Fatalf("audit after a requeue in batches of 1: %+v, %v\n%s", audit, err, r)
 	}
-	expect(t, tenure(t, s, "runs", "show", first), 0, "requeued  1 times", "1*", "2*", "made before a requeue")
+	expect(t, tenure(t, s, "runs", "show", first), 0, "requeued  1 time\n", "1*", "2*", "made before a requeue")
 
 	// Retention: explicit, counted, failure history only when asked.
 	expect(t, tenure(t, s, "purge"), 2, "give --completed-older-than")
-	expect(t, tenure(t, s, "purge", "--completed-older-than", "0s", "--dry-run"), 0, "completed runs: would delete 1 runs", "dry run")
+	expect(t, tenure(t, s, "purge", "--completed-older-than", "0s", "--dry-run"), 0, "completed runs: would delete 1 run\n", "dry run")
 	expect(t, tenure(t, s, "purge", "--completed-older-than", "30d"), 0, "completed runs: deleted 0 runs")
 	expect(t, tenure(t, s, "purge", "--completed-older-than", "0s", "--failures-older-than", "0s", "--note", "test"), 0,
-		"completed runs: deleted 1 runs", "failure history: deleted 3 runs and 3 failure rows")
+		"completed runs: deleted 1 run\n", "failure history: deleted 3 runs and 3 failure rows")
 	expect(t, tenure(t, s, "runs", "list"), 0, "RUN")
 	expect(t, tenure(t, s, "audit"), 0, "purge_failures", "purge_completed", "requeue", "INC-1")
 }
 
 func TestCLI_MigrateAndTheSchemaMissingError(t *testing.T) {
 	s := pgtest.Schema(t) // exists, but empty
-	expect(t, tenure(t, s, "failures", "list"), 4, "run migrations")
+	expect(t, tenure(t, s, "failures", "list"), 4, `schema "`+s+`" has no Tenure tables`, `run "tenure migrate up --schema `+s+`" to create them`)
 	expect(t, tenure(t, s, "migrate", "status"), 0, "0001", "init", "pending", "tenure migrate up")
 	expect(t, tenure(t, s, "migrate", "up"), 0, "migrated from version 0 to")
 	expect(t, tenure(t, s, "migrate", "up"), 0, "up to date")
@@ -174,7 +174,7 @@ func TestCLI_UsageErrorsAndHelp(t *testing.T) {
 	expect(t, tenure(t, s, "runs", "nonsense"), 2, `unknown command "nonsense" for "tenure runs"`)
 	expect(t, tenure(t, s, "failures", "list", "--no-such-flag"), 2, "unknown flag")
 	expect(t, tenure(t, s, "failures", "list", "--since", "yesterday"), 2, "--since")
-	expect(t, tenure(t, s, "explain", uuid.NewString()), 2, "takes 2 argument(s)")
+	expect(t, tenure(t, s, "explain", uuid.NewString()), 2, "takes 2 arguments, got 1")
 	expect(t, tenure(t, "Bad-Schema", "failures", "list"), 2, "invalid schema name")
 	r := tenure(t, s, "runs")
 	if r.code != 0 || !strings.Contains(r.stdout, "Available Commands") {

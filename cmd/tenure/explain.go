@@ -51,7 +51,7 @@ as such.`,
 				}
 			}
 			if step == nil {
-				return fmt.Errorf("run %s has no step %d (it has %d): %w", id, n, len(steps), operator.ErrNotFound)
+				return fmt.Errorf("run %s has no step %d (it has %s): %w", id, n, plural(int64(len(steps)), "step"), operator.ErrNotFound)
 			}
 			if step.Kind != sdk.KindActivity {
 				return fmt.Errorf("step %d of run %s is a step of kind %s (%s): it has no attempts and no retry policy", n, id, step.Kind, step.Activity)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,13 +23,23 @@ type filterFlags struct {
 func (f *filterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workflow, "workflow", "", "only failures of this workflow")
 	cmd.Flags().StringVar(&f.activity, "activity", "", "only failures of this activity")
-	cmd.Flags().StringVar(&f.reason, "reason", "", "only failures with this reason (retries_exhausted, rescues_exhausted, non_retryable, indeterminate, ...)")
+	cmd.Flags().StringVar(&f.reason, "reason", "", "only failures with this reason: "+joinWords(policy.Reasons()))
 	cmd.Flags().StringVar(&f.since, "since", "", "only failures at or after this time: an age (24h, 7d), an RFC 3339 time or a date")
 	cmd.Flags().StringVar(&f.until, "until", "", "only failures before this time (same forms as --since)")
 }
 
 func (f *filterFlags) set() bool {
 	return f.workflow != "" || f.activity != "" || f.reason != "" || f.since != "" || f.until != ""
+}
+
+// reasonValue is --reason, checked: a misspelt reason would match nothing
+// and look like good news.
+func (f *filterFlags) reasonValue() (policy.Reason, error) {
+	r := policy.Reason(f.reason)
+	if r != "" && !slices.Contains(policy.Reasons(), r) {
+		return "", usagef("--reason: unknown reason %q: want one of %s", f.reason, joinWords(policy.Reasons()))
+	}
+	return r, nil
 }
 
 func (f *filterFlags) times() (since, until time.Time, err error) {
@@ -62,6 +73,13 @@ Only open failures (not requeued) unless --include-requeued.`,
   tenure failures list --workflow place-order --json | jq -r '.[].run_id'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			reason, err := ff.reasonValue()
+			if err != nil {
+				return err
+			}
+			if err := atLeastOne("limit", limit); err != nil {
+				return err
+			}
 			since, until, err := ff.times()
 			if err != nil {
 				return err
@@ -71,7 +89,7 @@ Only open failures (not requeued) unless --include-requeued.`,
 				return err
 			}
 			rows, err := op.Failures(a.ctx, operator.FailureFilter{Workflow: ff.workflow, Activity: ff.activity,
-				Reason: policy.Reason(ff.reason), Since: since, Until: until, IncludeRequeued: includeRequeued, Limit: limit})
+				Reason: reason, Since: since, Until: until, IncludeRequeued: includeRequeued, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -104,7 +122,7 @@ Only open failures (not requeued) unless --include-requeued.`,
 	}
 	ff.register(cmd)
 	cmd.Flags().BoolVar(&includeRequeued, "include-requeued", false, "also list failures that were requeued (history)")
-	cmd.Flags().IntVar(&limit, "limit", 1000, "list at most this many failures")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "list at most this many failures (at least 1)")
 	return cmd
 }
 
@@ -148,8 +166,12 @@ activity again: do it only once you know its effect did not happen.`,
 			if !ff.set() && !all {
 				return usagef("give run IDs, a filter (--workflow, --activity, --reason, --since, --until) or --all")
 			}
-			if batch < 1 {
-				return usagef("--batch-size must be at least 1")
+			if err := atLeastOne("batch-size", batch); err != nil {
+				return err
+			}
+			reason, err := ff.reasonValue()
+			if err != nil {
+				return err
 			}
 			since, until, err := ff.times()
 			if err != nil {
@@ -159,7 +181,7 @@ activity again: do it only once you know its effect did not happen.`,
 			if err != nil {
 				return err
 			}
-			f := operator.RequeueFilter{Workflow: ff.workflow, Activity: ff.activity, Reason: policy.Reason(ff.reason),
+			f := operator.RequeueFilter{Workflow: ff.workflow, Activity: ff.activity, Reason: reason,
 				Since: since, Until: until, All: all}
 			o := operator.RequeueOptions{DryRun: dryRun, Note: note, BatchSize: batch}
 			bar := newProgress(a.stderr, "requeueing")
@@ -211,7 +233,7 @@ func (a *app) requeueIDs(args []string, note string) error {
 			r.Error = err.Error()
 			errs = append(errs, err)
 			if !a.json {
-				fmt.Fprintln(a.stderr, "tenure:", err)
+				fmt.Fprintln(a.stderr, "tenure: "+message(err))
 			}
 		} else if !a.json {
 			fmt.Fprintf(a.stdout, "requeued %s\n", id)
@@ -228,10 +250,10 @@ func (a *app) requeueIDs(args []string, note string) error {
 	}
 	for _, err := range errs {
 		if !errors.Is(err, operator.ErrNotFound) {
-			return quiet{fmt.Errorf("%d of %d runs not requeued", len(errs), len(ids)), exitError}
+			return quiet{fmt.Errorf("%d of %s not requeued", len(errs), plural(int64(len(ids)), "run")), exitError}
 		}
 	}
-	return quiet{fmt.Errorf("%d of %d runs not found", len(errs), len(ids)), exitNotFound}
+	return quiet{fmt.Errorf("%d of %s not found", len(errs), plural(int64(len(ids)), "run")), exitNotFound}
 }
 
 func (a *app) printRequeued(res []operator.RequeueCandidate, dryRun bool) error {
@@ -272,12 +294,16 @@ func (a *app) printRequeued(res []operator.RequeueCandidate, dryRun bool) error 
 		}
 	}
 	if dryRun {
-		fmt.Fprintf(a.stdout, "%d runs would be requeued (dry run: nothing changed)\n", len(res))
+		fmt.Fprintf(a.stdout, "%s would be requeued (dry run: nothing changed)\n", plural(int64(len(res)), "run"))
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "requeued %d runs\n", n)
+	fmt.Fprintf(a.stdout, "requeued %s\n", plural(int64(n), "run"))
 	if skipped := len(res) - n; skipped > 0 {
-		fmt.Fprintf(a.stdout, "%d runs were requeued by someone else meanwhile\n", skipped)
+		verb := "were"
+		if skipped == 1 {
+			verb = "was"
+		}
+		fmt.Fprintf(a.stdout, "%s %s requeued by someone else meanwhile\n", plural(int64(skipped), "run"), verb)
 	}
 	return nil
 }

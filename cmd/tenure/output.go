@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // printJSON writes v as indented JSON.
@@ -141,4 +142,33 @@ func isTerminal(f any) bool {
 	}
 	info, err := file.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// plural is n with the noun that fits it: "1 run", "2 runs", "0 runs". The
+// plurals of the nouns used here all add an s.
+func plural(n int64, noun string) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// payloadCap is how much of a run's input or output runs show prints in a
+// table: enough to recognise it, not enough to flood a terminal.
+const payloadCap = 2048
+
+// payload is a JSON payload for a table cell, cut to payloadCap bytes (at a
+// character boundary) with a note saying so; "-" when there is none.
+func payload(raw []byte) string {
+	if raw == nil {
+		return "-"
+	}
+	if len(raw) <= payloadCap {
+		return string(raw)
+	}
+	cut := payloadCap
+	for cut > 0 && !utf8.RuneStart(raw[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (first %d of %d bytes; --json prints it whole)", raw[:cut], cut, len(raw))
 }

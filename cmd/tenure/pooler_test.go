@@ -115,7 +115,7 @@ func TestCLI_ThroughTransactionPgbouncer(t *testing.T) {
 			expect(t, tenureAt(t, url, s, "failures", "list", "--json"), 0, `"run_id": "`+id)
 			expect(t, tenureAt(t, url, s, "failures", "stats"), 0, "validate", "non_retryable")
 			expect(t, tenureAt(t, url, s, "explain", id, "1"), 0, "step 1 (validate)")
-			expect(t, tenureAt(t, url, s, "failures", "requeue", "--activity", "validate", "--dry-run"), 0, "1 runs would be requeued")
+			expect(t, tenureAt(t, url, s, "failures", "requeue", "--activity", "validate", "--dry-run"), 0, "1 run would be requeued")
 			expect(t, tenureAt(t, url, s, "audit"), 0)
 		})
 	}

@@ -83,9 +83,9 @@ Ages are Go durations or days: 30d, 36h, 90m. --dry-run counts only.`,
 			}
 			for _, r := range results {
 				if r.What == "completed" {
-					fmt.Fprintf(a.stdout, "completed runs: %s %d runs\n", verb, r.Runs)
+					fmt.Fprintf(a.stdout, "completed runs: %s %s\n", verb, plural(r.Runs, "run"))
 				} else {
-					fmt.Fprintf(a.stdout, "failure history: %s %d runs and %d failure rows\n", verb, r.Runs, r.Failures)
+					fmt.Fprintf(a.stdout, "failure history: %s %s and %s\n", verb, plural(r.Runs, "run"), plural(r.Failures, "failure row"))
 				}
 			}
 			if dryRun {

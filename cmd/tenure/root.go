@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
 
@@ -39,6 +41,80 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// message is err as run prints it after its one "tenure: ": without the
+// prefixes that messages of the library carry already, and without the
+// lines pgx repeats (a connection error lists every attempt, and with
+// sslmode=prefer the TLS and the plain attempt fail alike).
+func message(err error) string {
+	msg := err.Error()
+	for {
+		rest, ok := strings.CutPrefix(msg, "tenure: ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		if !slices.Contains(lines, l) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// atLeastOne rejects a count flag below 1: 0 and negatives would otherwise
+// reach the store, which reads them as its default.
+func atLeastOne(flag string, n int) error {
+	if n < 1 {
+		return usagef("--%s must be at least 1, got %d", flag, n)
+	}
+	return nil
+}
+
+// schemaError is a store.ErrSchemaMissing that names, instead, the schemas
+// where Tenure's tables are.
+type schemaError struct {
+	msg string
+	err error
+}
+
+func (e schemaError) Error() string { return e.msg }
+func (e schemaError) Unwrap() error { return e.err }
+
+// schemaHint explains a store.ErrSchemaMissing for a --schema that holds no
+// Tenure tables by naming the schemas that do: the demo writes to
+// tenure_demo, and an application may use a schema of its own. Any other
+// error, or one for a schema that exists at an older version, is returned
+// as it is.
+func (a *app) schemaHint(err error) error {
+	if !errors.Is(err, store.ErrSchemaMissing) || a.op == nil {
+		return err
+	}
+	schemas, lerr := a.op.Schemas(a.ctx)
+	if lerr != nil || slices.Contains(schemas, a.schema) {
+		return err
+	}
+	migrate := `"tenure migrate up"`
+	if a.schema != store.DefaultSchema {
+		migrate = fmt.Sprintf(`"tenure migrate up --schema %s"`, a.schema)
+	}
+	msg := fmt.Sprintf("schema %q has no Tenure tables", a.schema)
+	const listed = 5
+	switch n := len(schemas); {
+	case n == 0:
+		msg += "; run " + migrate + " to create them"
+	case n == 1:
+		msg += fmt.Sprintf("; Tenure schemas here: %s (use --schema %s), or run %s to create them", schemas[0], schemas[0], migrate)
+	case n <= listed:
+		msg += fmt.Sprintf("; Tenure schemas here: %s (use --schema NAME), or run %s to create them", strings.Join(schemas, ", "), migrate)
+	default:
+		msg += fmt.Sprintf("; Tenure schemas here: %s and %d more (use --schema NAME), or run %s to create them",
+			strings.Join(schemas[:listed], ", "), n-listed, migrate)
+	}
+	return schemaError{msg, err}
+}
 
 // exitCode maps an error to the documented exit status.
 func exitCode(err error) int {
@@ -87,11 +163,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if err != nil {
+		err = a.schemaHint(err)
+	}
 	if a.pool != nil {
 		a.pool.Close()
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "tenure:", err)
+		fmt.Fprintln(stderr, "tenure: "+message(err))
 		if exitCode(err) == exitUsage {
 			fmt.Fprintln(stderr, `Run "tenure --help" for usage.`)
 		}
@@ -104,9 +183,23 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "tenure",
 		Short: "Operate Tenure: failures, requeues, run timelines, signals, cancels, retention, migrations",
 		Long: `tenure is the operator CLI of Tenure, the durable-execution SDK for Go on
-PostgreSQL. It shows what failed, why and since when, puts failed runs back
-in the queue, shows what a run waits for, sends it signals and cancels it,
-explains retry policies and applies retention.
+PostgreSQL: what failed, why and since when, what a run waits for, and the
+actions that put it right.
+
+  tenure failures list     failed runs with their reason and last error
+  tenure failures stats    failures counted by time, workflow, activity, reason
+  tenure failures requeue  put failed runs back in the queue (--dry-run first)
+  tenure runs list         runs by workflow, status, queue or key
+  tenure runs show         one run by ID or --key: input, output, failure,
+                           requeues, steps and attempts
+  tenure runs signal       send a run a signal
+  tenure runs cancel       cancel a run
+  tenure explain           the retry policy recorded on a step
+  tenure audit             every requeue and every purge
+  tenure purge             retention: delete old finished runs
+  tenure migrate status    the migrations applied and pending
+  tenure migrate up        apply the pending migrations
+  tenure version           this binary's release and schema version
 
 It connects to the database named by the DATABASE_URL environment variable
 (a PostgreSQL URL or key=value string) and works in the schema named by
@@ -116,12 +209,15 @@ It connects to the database named by the DATABASE_URL environment variable
 		Example: `  export DATABASE_URL=postgres://tenure@db/app
   tenure migrate up
   tenure failures list --since 24h
+  tenure failures stats --since 7d --bucket 1d
+  tenure runs show --key order-42
   tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure explain 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e 2
   tenure runs signal 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e approve '{"by": "ada"}'
   tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure failures requeue --activity charge --reason retries_exhausted --dry-run
   tenure purge --completed-older-than 30d`,
+		Version:       sdk.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          noArgs,
@@ -129,6 +225,9 @@ It connects to the database named by the DATABASE_URL environment variable
 	}
 	root.PersistentFlags().StringVar(&a.schema, "schema", store.DefaultSchema, "schema holding Tenure's tables")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of tables")
+	// --version prints what tenure version prints.
+	root.Flags().Bool("version", false, "print the Tenure release and the schema version this binary carries")
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
@@ -160,7 +259,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usagef("%s takes %d argument(s), got %d (see %s --help)", cmd.CommandPath(), n, len(args), cmd.CommandPath())
+			return usagef("%s takes %s, got %d (see %s --help)", cmd.CommandPath(), plural(int64(n), "argument"), len(args), cmd.CommandPath())
 		}
 		return nil
 	}

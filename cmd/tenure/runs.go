@@ -22,16 +22,21 @@ func (a *app) runsCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
-		Long: `List runs, newest first. DETAIL says why a failed run failed and which worker
-holds a running run, with the lease time left (negative: the lease expired
-and the run awaits rescue by the next worker that claims).`,
+		Long: `List runs, newest first, with the key each was started with (sdk.WithKey).
+DETAIL says why a failed run failed, and which worker holds a running run with
+the lease time left, or how long ago the lease expired (the run then awaits
+rescue by the next worker that claims).`,
 		Example: `  tenure runs list --status running
+  tenure runs list --key order-42
   tenure runs list --workflow place-order --status failed --limit 20`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Status = sdk.RunStatus(status)
 			if f.Status != "" && !slices.Contains(sdk.RunStatuses(), f.Status) {
-				return usagef("unknown status %q: want one of %v", f.Status, sdk.RunStatuses())
+				return usagef("--status: unknown status %q: want one of %s", f.Status, joinWords(sdk.RunStatuses()))
+			}
+			if err := atLeastOne("limit", f.Limit); err != nil {
+				return err
 			}
 			op, err := a.operator()
 			if err != nil {
@@ -48,24 +53,31 @@ and the run awaits rescue by the next worker that claims).`,
 				}
 				return a.printJSON(out)
 			}
-			t := newTable(a.stdout, "RUN", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
+			t := newTable(a.stdout, "RUN", "KEY", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
 			for _, r := range runs {
-				t.row(r.ID, r.Workflow, r.Status, r.Queue, stamp(r.CreatedAt), runDetail(r))
+				t.row(r.ID, dash(clip(r.Key, 40)), r.Workflow, r.Status, r.Queue, stamp(r.CreatedAt), runDetail(r))
 			}
 			return t.flush()
 		},
 	}
 	list.Flags().StringVar(&f.Workflow, "workflow", "", "only runs of this workflow")
-	list.Flags().StringVar(&status, "status", "", "only runs in this status: queued, running, completed, failed, cancelled")
+	list.Flags().StringVar(&status, "status", "", "only runs in this status: "+joinWords(sdk.RunStatuses()))
 	list.Flags().StringVar(&f.Queue, "queue", "", "only runs on this queue")
-	list.Flags().IntVar(&f.Limit, "limit", 100, "list at most this many runs")
+	list.Flags().StringVar(&f.Key, "key", "", "only the run started with this key (sdk.WithKey)")
+	list.Flags().IntVar(&f.Limit, "limit", 100, "list at most this many runs (at least 1)")
 
+	var key string
+	var noPayloads bool
 	show := &cobra.Command{
-		Use:   "show RUN_ID",
-		Short: "Show a run: its failure, what it waits for, and every step and attempt",
-		Long: `Show a run: its status, lease and failure reason, what a queued run that has
-started waits for (a sleep, a signal, a child run), its parent run and step
-when it is a child, and when its cancellation was requested.
+		Use:   "show {RUN_ID | --key KEY}",
+		Short: "Show a run: its input and output, failure, requeues, and every step and attempt",
+		Long: `Show a run, found by its ID or by the key it was started with (--key, as
+sdk.WithKey gave it): its key, status, lease and failure reason, what a
+queued run that has started waits for (a sleep, a signal, a child run), its
+parent run and step when it is a child, when its cancellation was requested,
+each requeue with who did it, when and the note (from the audit log), and
+its input and output (the first 2 KB of each; --json prints them whole;
+--no-payloads leaves them out, for payloads that hold personal data).
 
 Then each step. An activity step shows the effective retry policy in force
 and the attempt timeline (status, start, duration, the delay chosen before
@@ -75,21 +87,56 @@ step's budgets. The other steps are named by their kind first, and have no
 attempts: a sleep shows its due time and when it woke; a signal its name,
 its timeout and the ID of the signal it received; a child its run and that
 run's status; an event its key; now and side_effect their kind alone.`,
-		Args: exactArgs(1),
+		Example: `  tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
+  tenure runs show --key order-42
+  tenure runs show --key order-42 --no-payloads --json`,
+		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRunID(args[0])
-			if err != nil {
-				return err
+			byKey := cmd.Flags().Changed("key")
+			switch {
+			case byKey && len(args) > 0:
+				return usagef("give a run ID or --key, not both")
+			case !byKey && len(args) == 0:
+				return usagef("give a run ID or --key KEY (see tenure runs show --help)")
+			case byKey && key == "":
+				return usagef("--key: empty key")
+			}
+			var id uuid.UUID
+			if !byKey {
+				var err error
+				if id, err = parseRunID(args[0]); err != nil {
+					return err
+				}
 			}
 			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			return a.showRun(op, id)
+			var r operator.Run
+			if byKey {
+				r, err = op.RunByKey(a.ctx, key)
+			} else {
+				r, err = op.Run(a.ctx, id)
+			}
+			if err != nil {
+				return err
+			}
+			return a.showRun(op, r, !noPayloads)
 		},
 	}
+	show.Flags().StringVar(&key, "key", "", "the key the run was started with (sdk.WithKey), instead of its ID")
+	show.Flags().BoolVar(&noPayloads, "no-payloads", false, "leave out the run's input and output")
 	return group("runs", "List runs, show a run's timeline, signal and cancel runs", list, show,
 		a.runsSignalCommand(), a.runsCancelCommand())
+}
+
+// joinWords lists values as "a, b, c" for a message or a flag's help.
+func joinWords[S ~string](vs []S) string {
+	ss := make([]string, len(vs))
+	for i, v := range vs {
+		ss[i] = string(v)
+	}
+	return strings.Join(ss, ", ")
 }
 
 // runDetail is the DETAIL cell of runs list.
@@ -99,25 +146,40 @@ func runDetail(r operator.RunSummary) string {
 		return fmt.Sprintf("%s at step %d (%s)", r.Reason, r.Step, r.Activity)
 	case r.Status == sdk.RunFailed:
 		return string(r.Reason)
+	case r.Status == sdk.RunRunning && r.LeaseLeft != nil && *r.LeaseLeft < 0:
+		return fmt.Sprintf("held by %s, lease expired %s ago", r.Claimant, roughly(-*r.LeaseLeft))
 	case r.Status == sdk.RunRunning && r.LeaseLeft != nil:
 		return fmt.Sprintf("held by %s, lease %s left", r.Claimant, roughly(*r.LeaseLeft))
 	case r.Requeues > 0:
-		return fmt.Sprintf("requeued %d times", r.Requeues)
+		return "requeued " + plural(int64(r.Requeues), "time")
 	}
 	return "-"
 }
 
+// parseRunID reads a run ID. What is not a UUID may be the key the run was
+// started with, the name people know it by: the error says how to look that
+// up.
 func parseRunID(s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, usagef("invalid run ID %q: want a UUID", s)
+		return uuid.Nil, usagef("invalid run ID %q: want a UUID (to find a run by its key: tenure runs show --key %s)", s, shellWord(s))
 	}
 	return id, nil
+}
+
+// shellWord is s as a shell reads it back: bare when it is made of safe
+// characters, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // runJSON is a run as --json prints it.
 type runJSON struct {
 	ID          uuid.UUID     `json:"id"`
+	Key         string        `json:"key,omitempty"`
 	Workflow    string        `json:"workflow"`
 	Queue       string        `json:"queue"`
 	Status      sdk.RunStatus `json:"status"`
@@ -131,14 +193,25 @@ type runJSON struct {
 	Step        int           `json:"step,omitempty"`
 	Activity    string        `json:"activity,omitempty"`
 	// Set by runs show only.
-	WaitingFor        string     `json:"waiting_for,omitempty"`
-	ParentRunID       *uuid.UUID `json:"parent_run_id,omitempty"`
-	ParentStep        int        `json:"parent_step,omitempty"`
-	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	WaitingFor        string          `json:"waiting_for,omitempty"`
+	ParentRunID       *uuid.UUID      `json:"parent_run_id,omitempty"`
+	ParentStep        int             `json:"parent_step,omitempty"`
+	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
+	Input             json.RawMessage `json:"input,omitempty"`  // unless --no-payloads
+	Output            json.RawMessage `json:"output,omitempty"` // unless --no-payloads; none until completed
+}
+
+// requeueJSON is one requeue of a run, from the audit log, as runs show
+// --json prints it.
+type requeueJSON struct {
+	AuditID int64     `json:"audit_id"`
+	At      time.Time `json:"at"`
+	Actor   string    `json:"actor"`
+	Note    string    `json:"note,omitempty"`
 }
 
 func newRunJSON(r operator.RunSummary) runJSON {
-	j := runJSON{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status, Claimant: r.Claimant,
+	j := runJSON{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status, Claimant: r.Claimant,
 		Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 		Reason: r.Reason, Step: r.Step, Activity: r.Activity}
 	if r.LeaseLeft != nil {
@@ -231,16 +304,19 @@ func policyText(raw []byte) string {
 	return p.String()
 }
 
-func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
-	r, err := op.Run(a.ctx, id)
-	if err != nil {
-		return err
-	}
+// showRun prints run r with its steps, attempts and requeues; its input and
+// output too when payloads.
+func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) error {
+	id := r.ID
 	steps, err := op.Steps(a.ctx, id)
 	if err != nil {
 		return err
 	}
 	attempts, err := op.History(a.ctx, id)
+	if err != nil {
+		return err
+	}
+	audit, err := op.RunAuditLog(a.ctx, id)
 	if err != nil {
 		return err
 	}
@@ -266,13 +342,22 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 		byStep[at.Step] = append(byStep[at.Step], j)
 	}
 	out := struct {
-		Run     runJSON      `json:"run"`
-		Failure *failureJSON `json:"failure"`
-		Steps   []stepJSON   `json:"steps"`
-	}{Steps: []stepJSON{}}
-	out.Run = newRunJSON(operator.RunSummary{ID: r.ID, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
+		Run      runJSON       `json:"run"`
+		Failure  *failureJSON  `json:"failure"`
+		Requeues []requeueJSON `json:"requeues"`
+		Steps    []stepJSON    `json:"steps"`
+	}{Requeues: []requeueJSON{}, Steps: []stepJSON{}}
+	out.Run = newRunJSON(operator.RunSummary{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
 		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
 	out.Run.WaitingFor, out.Run.ParentStep, out.Run.CancelRequestedAt = r.WaitingFor, r.ParentStep, r.CancelRequested
+	if payloads {
+		out.Run.Input, out.Run.Output = r.Input, r.Output
+	}
+	for _, e := range audit {
+		if e.Action == "requeue" {
+			out.Requeues = append(out.Requeues, requeueJSON{AuditID: e.ID, At: e.At, Actor: e.Actor, Note: e.Note})
+		}
+	}
 	if r.Parent != uuid.Nil {
 		out.Run.ParentRunID = &r.Parent
 	}
@@ -290,6 +375,9 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 
 	w := a.stdout
 	t := newTable(w, "run", r.ID.String())
+	if r.Key != "" {
+		t.row("key", r.Key)
+	}
 	t.row("workflow", r.Workflow)
 	t.row("status", r.Status)
 	t.row("queue", r.Queue)
@@ -300,8 +388,15 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 	if r.FinishedAt != nil {
 		t.row("finished", stamp(*r.FinishedAt)+" ("+ago(*r.FinishedAt)+")")
 	}
-	if r.Requeues > 0 {
-		t.row("requeued", fmt.Sprintf("%d times", r.Requeues))
+	if r.Requeues > 0 || len(out.Requeues) > 0 {
+		t.row("requeued", plural(int64(r.Requeues), "time"))
+		for _, q := range out.Requeues {
+			note := ", no note"
+			if q.Note != "" {
+				note = ": " + q.Note
+			}
+			t.row("", fmt.Sprintf("%s (%s) by %s (audit %d)%s", stamp(q.At), ago(q.At), q.Actor, q.AuditID, clip(note, 200)))
+		}
 	}
 	if r.Status == sdk.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
@@ -317,8 +412,13 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 		if f.Step > 0 {
 			where = fmt.Sprintf(" at step %d (%s)", f.Step, f.Activity)
 		}
-		t.row("failure", fmt.Sprintf("%s%s after %d attempts (%d errors, %d rescues)", f.Reason, where, f.Attempts, f.Errors, f.Rescues))
+		t.row("failure", fmt.Sprintf("%s%s after %s (%s, %s)", f.Reason, where, plural(int64(f.Attempts), "attempt"),
+			plural(int64(f.Errors), "error"), plural(int64(f.Rescues), "rescue")))
 		t.row("error", clip(joinType(f.ErrorType, f.ErrorMessage), 200))
+	}
+	if payloads {
+		t.row("input", payload(r.Input))
+		t.row("output", payload(r.Output))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -332,7 +432,10 @@ func (a *app) showRun(op *operator.Operator, id uuid.UUID) error {
 			continue
 		}
 		fmt.Fprintf(w, "  policy  %s\n", s.PolicyText)
-		if s.BudgetFrom > 0 {
+		switch {
+		case s.BudgetFrom == 1:
+			fmt.Fprintln(w, "  attempt 1 was made before a requeue and no longer counts (marked *)")
+		case s.BudgetFrom > 1:
 			fmt.Fprintf(w, "  attempts up to %d were made before a requeue and no longer count (marked *)\n", s.BudgetFrom)
 		}
 		t := newTable(w, "  ATTEMPT", "STATUS", "STARTED", "DURATION", "DELAY NEXT", "SOURCE", "WORKER", "TRACE", "ERROR")

@@ -16,7 +16,7 @@ func (a *app) versionCommand() *cobra.Command {
 		Short: "Print the Tenure release and the schema version this binary carries",
 		Long: `Print the Tenure release this binary was built with, the schema version its
 migrations bring a database to (see "tenure migrate status"), and the Go
-version. It does not connect to the database.`,
+version, as tenure --version does. It does not connect to the database.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if a.json {
@@ -24,8 +24,13 @@ version. It does not connect to the database.`,
 					"version": sdk.Version, "schema_version": store.LatestVersion(), "go": goruntime.Version(),
 				})
 			}
-			fmt.Fprintf(a.stdout, "tenure %s (schema version %d, %s)\n", sdk.Version, store.LatestVersion(), goruntime.Version())
+			fmt.Fprintln(a.stdout, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what tenure version and tenure --version print.
+func versionLine() string {
+	return fmt.Sprintf("tenure %s (schema version %d, %s)", sdk.Version, store.LatestVersion(), goruntime.Version())
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,7 +17,8 @@ type RunFilter struct {
 	Workflow string
 	Status   RunStatus // empty: any
 	Queue    string
-	Limit    int // 0: 100
+	Key      string // the key the run was started with (sdk.WithKey)
+	Limit    int    // 0: 100
 }
 
 // RunSummary is one run as an operator lists it.
@@ -24,6 +26,7 @@ type RunSummary struct {
 	ID         uuid.UUID
 	Workflow   string
 	Queue      string
+	Key        string // the key it was started with (sdk.WithKey); empty for none
 	Status     RunStatus
 	Claimant   string // the worker holding the lease (running runs)
 	Epoch      int64
@@ -46,22 +49,23 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]RunSummary, error)
 		f.Limit = 100
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT r.id, r.workflow, r.queue, r.status, coalesce(r.claimant, ''), r.epoch, r.requeues,
+		SELECT r.id, r.workflow, r.queue, coalesce(r.run_key, ''), r.status, coalesce(r.claimant, ''), r.epoch, r.requeues,
 		       r.created_at, r.updated_at, r.finished_at,
 		       (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint,
 		       coalesce(f.reason, ''), coalesce(f.step, 0), coalesce(f.activity, '')
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE ($1 = '' OR r.workflow = $1) AND ($2 = '' OR r.status = $2) AND ($3 = '' OR r.queue = $3)
+		  AND ($5 = '' OR r.run_key = $5)
 		ORDER BY r.created_at DESC, r.id DESC
-		LIMIT $4`), f.Workflow, string(f.Status), f.Queue, f.Limit)
+		LIMIT $4`), f.Workflow, string(f.Status), f.Queue, f.Limit, f.Key)
 	if err != nil {
 		return nil, s.wrap("list runs", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunSummary, error) {
 		var r RunSummary
 		var leftMS *int64
-		err := row.Scan(&r.ID, &r.Workflow, &r.Queue, &r.Status, &r.Claimant, &r.Epoch, &r.Requeues,
+		err := row.Scan(&r.ID, &r.Workflow, &r.Queue, &r.Key, &r.Status, &r.Claimant, &r.Epoch, &r.Requeues,
 			&r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &leftMS, &r.Reason, &r.Step, &r.Activity)
 		if leftMS != nil {
 			d := time.Duration(*leftMS) * time.Millisecond
@@ -160,6 +164,49 @@ func (s *Store) FailureCounts(ctx context.Context, width time.Duration, since ti
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FailureCount])
 	if err != nil {
 		return nil, s.wrap("count failures", err)
+	}
+	return out, nil
+}
+
+// RunAuditLog returns the audit_log rows that name the run among their
+// run_ids (the requeues that put it back: who, when, with what note), oldest
+// first. Purges name no runs. The audit log is small and unindexed on
+// run_ids: one scan per call.
+func (s *Store) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT id, at, actor, action, runs, failures, filter, coalesce(run_ids, '{}'), coalesce(note, '')
+		FROM {schema}.audit_log
+		WHERE $1 = ANY (run_ids)
+		ORDER BY id`), uuidArg(runID))
+	if err != nil {
+		return nil, s.wrap("read audit log", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
+	if err != nil {
+		return nil, s.wrap("read audit log", err)
+	}
+	return out, nil
+}
+
+// Schemas lists the schemas of the database that hold Tenure's tables (a
+// runs table and the schema_version table migrations write), by name, so
+// that a schema-missing error can name the ones that exist. It reads the
+// catalog only, whatever the store's own schema holds.
+func (s *Store) Schemas(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT n.nspname
+		FROM pg_catalog.pg_namespace n
+		WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+		              WHERE c.relnamespace = n.oid AND c.relname = 'runs' AND c.relkind IN ('r', 'p'))
+		  AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+		              WHERE c.relnamespace = n.oid AND c.relname = 'schema_version' AND c.relkind IN ('r', 'p'))
+		ORDER BY n.nspname`)
+	if err != nil {
+		return nil, fmt.Errorf("list Tenure schemas: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list Tenure schemas: %w", err)
 	}
 	return out, nil
 }
