@@ -70,8 +70,9 @@
 // included. For that to work, workflow code must make the same calls to
 // activities, in the same order, given its input and the results of earlier
 // steps: do side effects, clock reads, random numbers and configuration in
-// activities, not in the workflow function; call Execute from the workflow's
-// goroutine only; sort map keys before looping over them.
+// activities (or with [Now] and [SideEffect], below), not in the workflow
+// function; call Execute from the workflow's goroutine only; sort map keys
+// before looping over them.
 //
 // Tenure checks what it can: a step whose recorded activity differs from the
 // one now called fails the run with reason nondeterminism. A retry delay
@@ -161,12 +162,55 @@
 // another process. Every attempt of a run, and the failure table, are read
 // with package operator (operator.Operator's History and Failures).
 //
+// # Durable primitives
+//
+// Besides activities, a workflow may wait and coordinate with durable
+// primitives. Each is a step of its own kind (a [StepKind]), recorded once
+// and replayed from its record, never done again: not after a crash, a
+// suspension or a requeue.
+//
+//   - [Sleep] and [SleepUntil] pause the workflow; the due time is fixed by
+//     the database clock when the step first runs. A sleep longer than the
+//     worker's MaxInProcessSleep releases the lease until it is due.
+//   - [Receive] waits, with an optional timeout ([ErrTimeout]), for a signal
+//     sent with [Client.Send] or [Client.SendTx]. Signals are kept until
+//     received, and each is received once, in the order sent per name.
+//   - [SetEvent] publishes a value (progress, an intermediate result) that
+//     [GetEvent] reads from outside the run, waiting for it if need be.
+//   - [Now] and [SideEffect] record a time and a value made in workflow code,
+//     so that a replay sees the same.
+//   - [StartChild] and [Call] start child workflows; [Child.Result] waits for
+//     one and returns its output or a [*ChildError]. A replay never starts a
+//     second child.
+//
+// A run that waits for a long sleep, a signal or a child holds no lease and
+// no worker slot: it is queued, runs.waiting_for saying what for, and what
+// it waits for wakes it. The step_timeline view shows every step of a run,
+// whatever its kind. See [Semantics] for what each does on replay and after
+// a requeue.
+//
 // # Cancel and requeue
 //
-// [Client.Cancel] ends a queued or running run as cancelled. The attempt in
-// flight is recorded interrupted, and the worker running it stops at its next
-// heartbeat or write: the attempt's context is cancelled with cause
-// [activities.ErrLeaseLost].
+// [Client.Cancel] cancels a run. One that has not started ends cancelled at
+// once. For one that has started, Cancel returns once the cancellation is
+// requested, not once the run ended: the worker running it cancels the
+// workflow's context with cause [ErrCancelled], which cancels the running
+// activity's context; its attempt is recorded cancelled (charged to no
+// budget) and the step gives up with [ReasonCancelled], an [*ActivityError]
+// matching ErrCancelled. Every later step returns an error wrapping
+// ErrCancelled, unless it is called with a context from [Detached], which is
+// how a workflow runs its cleanup:
+//
+//	receipt, err := sdk.Execute(ctx, Charge, in)
+//	if errors.Is(err, sdk.ErrCancelled) {
+//		_, _ = sdk.Execute(sdk.Detached(ctx), FindCharge, in.OrderID) // clean up
+//		return receipt, err
+//	}
+//
+// The run ends cancelled when the workflow returns an error, and [Run.Result]
+// then returns ErrCancelled; its unfinished children are cancelled in turn.
+// A parent that completes or fails leaves its children running. No lease is
+// lost: the worker keeps the run until it ended it.
 //
 // Requeueing is an operator's action (package operator, Operator.Requeue and
 // RequeueFailures, with a note for the audit log): it puts a failed run back
@@ -222,7 +266,7 @@
 //
 //   - [Getting started]: from nothing to a running workflow.
 //   - [Semantics]: retry, rescue and interrupted, at-most-once, leases and
-//     fencing, determinism, requeue.
+//     fencing, determinism, the durable primitives, cancellation, requeue.
 //   - [Guarantees]: what Tenure promises when things fail, and the tests
 //     that prove it.
 //   - [SQL reference] and [Operations]: what on-call needs.
