@@ -173,6 +173,7 @@ const (
 	kindEnd
 	kindFailStep
 	kindMark
+	kindSlept
 	kindReceive
 	kindSetEvent
 	kindStartChild
@@ -244,6 +245,12 @@ type commitBatch struct {
 		dueAt                 []*time.Time
 		beganMS, wokeMS       []int64
 		reasons, msgs, errTyp []string
+	}
+	slept struct {
+		ids                    []uuidParam
+		epochs                 []int64
+		steps                  []int32
+		dueMS, beganMS, wokeMS []int64
 	}
 	receive struct {
 		ids      []uuidParam
@@ -390,10 +397,15 @@ func (c *commitBatch) add(i int, w *Write) {
 
 // addPrimitives gathers the parts of the durable primitives.
 func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
-	for _, m := range append(w.Marks, w.Mark) {
-		if m == nil {
-			continue
-		}
+	for _, m := range w.Marks {
+		// Sleeps recorded after the fact: a lean insert of their own.
+		c.mark(kindSlept, i)
+		x := &c.slept
+		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
+		x.dueMS = append(x.dueMS, (m.Due - time.Since(m.Began)).Milliseconds())
+		x.beganMS, x.wokeMS = append(x.beganMS, ago(m.Began)), append(x.wokeMS, ago(m.Woke))
+	}
+	if m := w.Mark; m != nil {
 		c.mark(kindMark, i)
 		x := &c.marks
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
@@ -636,6 +648,8 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	m := &c.marks
 	q(kindMark, sqlMark, m.ids, m.epochs, m.steps, m.kinds, m.names, m.status, m.outputs, m.dueMS, m.dueAt,
 		m.reasons, m.msgs, m.errTyp, m.beganMS, m.wokeMS)
+	sl := &c.slept
+	q(kindSlept, sqlSlept, sl.ids, sl.epochs, sl.steps, sl.dueMS, sl.beganMS, sl.wokeMS)
 	rc := &c.receive
 	q(kindReceive, sqlReceive, rc.ids, rc.epochs, rc.steps, rc.names, rc.timeouts)
 	q(kindSetEvent, sqlSetEvent, c.event.ids, c.event.epochs, c.event.steps, c.event.keys, c.event.values)
@@ -757,7 +771,7 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 	return out, nil
 }
 
-var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "mark steps", "receive signals",
+var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "mark steps", "record sleeps", "receive signals",
 	"set events", "start children", "start attempts", "complete runs", "fail runs", "cancel runs", "release runs"}
 
 // text is s as PostgreSQL's text stores it: valid UTF-8 without NUL

@@ -144,6 +144,21 @@ const sqlMark = `
 	FROM f LEFT JOIN s ON s.run_id = f.run_id AND s.step = f.step
 	LEFT JOIN {schema}.steps o ON o.run_id = f.run_id AND o.step = f.step`
 
+// Short sleeps, recorded after they were slept (Write.Marks): their times
+// are the commit's clock less the time since, on the worker's clock. A
+// repeat inserts nothing.
+const sqlSlept = `
+	WITH x AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])
+			AS x(run_id, epoch, step, due_ms, began_ms, woke_ms)),` + fence + `,
+	s AS (
+		INSERT INTO {schema}.steps (run_id, step, activity, kind, status, policy, due_at, first_started_at, finished_at)
+		SELECT run_id, step, 'sleep', 'sleep', 'completed', '{}', now() + due_ms * interval '1 millisecond',
+		       now() - began_ms * interval '1 millisecond', now() - woke_ms * interval '1 millisecond'
+		FROM f
+		ON CONFLICT (run_id, step) DO NOTHING)
+	SELECT run_id, epoch, 0::float8 FROM f`
+
 // Signals received: the oldest pending one of each name, consumed by the
 // step, or the step recorded waiting (or failed, once its timeout passed).
 const sqlReceive = `
