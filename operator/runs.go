@@ -147,3 +147,37 @@ func (op *Operator) Signal(ctx context.Context, runID uuid.UUID, name string, pa
 	}
 	return op.store.SendSignal(ctx, op.store.Pool(), runID, name, payload)
 }
+
+// Worker is a worker's row in the registry: label, host, pid, version, the
+// workflows and queues it serves, its concurrency, the runs it holds, and
+// its last heartbeat (Live: within three heartbeat intervals, or its lease
+// TTL, and not stopped).
+type Worker = store.Worker
+
+// Workers lists the worker registry, live workers first; with all false,
+// only the live ones. Each worker's heartbeat keeps its row, in the same
+// statement that renews its leases.
+func (op *Operator) Workers(ctx context.Context, all bool) ([]Worker, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.Workers(ctx, all)
+}
+
+// Orphans is, for one workflow and queue, the queued runs that no live
+// worker serves: they wait until a worker that registers the workflow and
+// serves the queue starts.
+type Orphans = store.Orphans
+
+// Orphans lists the queued runs no live worker serves, per workflow and
+// queue (the orphaned_runs view), most runs first.
+func (op *Operator) Orphans(ctx context.Context) ([]Orphans, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.OrphanedRuns(ctx)
+}

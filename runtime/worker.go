@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +80,7 @@ type Worker struct {
 
 	wake      chan struct{} // a slot freed or a run was announced
 	stopClaim chan struct{} // closed when the worker stops taking new runs
+	names     []string      // the registered workflows, sorted, once started
 	stopOnce  sync.Once
 	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
 	draining  atomic.Bool
@@ -247,6 +249,14 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: heartbeat connection: %w", err)
 	}
+	w.names = names
+	bctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+	err = w.store.Beat(bctx, hb, *w.registryRow(0, false)) // the registry knows the worker before its first claim
+	cancel()
+	if err != nil {
+		_ = hb.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("runtime: register the worker: %w", err)
+	}
 	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.mu.Lock()
 	w.interrupt = interrupt
@@ -270,8 +280,33 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		w.runs.Wait() // the heartbeat keeps renewing leases while runs finish
 		stopLoops()
 		bg.Wait()
+		// The registry's last word: stopped, not dead.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
+		if err := w.store.Beat(sctx, w.store.Pool(), *w.registryRow(0, true)); err != nil {
+			w.cfg.Logger.Warn("tenure: could not mark the worker stopped in the registry; it will read as dead after three heartbeats",
+				"worker", w.cfg.Label, "error", err)
+		}
+		cancel()
 	}, nil
 }
+
+// registryRow is the worker's row in the registry (store.WorkerBeat).
+func (w *Worker) registryRow(held int, stopped bool) *store.WorkerBeat {
+	return &store.WorkerBeat{
+		Label: w.cfg.Label, Host: hostname, PID: os.Getpid(), Version: sdk.Version,
+		Workflows: w.names, Queues: w.cfg.Queues, Concurrency: w.cfg.Concurrency, Held: held,
+		Interval: w.cfg.HeartbeatInterval, TTL: w.cfg.LeaseTTL, Stopped: stopped,
+	}
+}
+
+// hostname is the machine's name, for the registry.
+var hostname = func() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
+}()
 
 func (w *Worker) start() ([]string, error) {
 	w.mu.Lock()
@@ -601,9 +636,6 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 		timeout = min(timeout, max(left, 10*time.Millisecond))
 	}
 	held = live
-	if len(held) == 0 {
-		return nil
-	}
 	began := time.Now()
 	var renewed map[store.Lease]store.LeaseState
 	tctx, cancel := context.WithTimeout(ctx, timeout)
@@ -611,8 +643,25 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 	if *conn == nil {
 		*conn, err = w.connect(tctx)
 	}
+	if err == nil && len(held) == 0 {
+		// Nothing to renew: the beat keeps the registry row alone.
+		err = w.store.Beat(tctx, *conn, *w.registryRow(0, false))
+		if err != nil {
+			_ = (*conn).Close(context.WithoutCancel(ctx))
+			*conn = nil
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.renewals.failed(err, "leases", 0)
+			return err
+		}
+		if err == nil {
+			w.renewals.ok()
+		}
+		return nil
+	}
 	if err == nil {
-		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL)
+		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, w.registryRow(len(held), false))
 		if err != nil { // the connection may be broken: open a fresh one next time
 			_ = (*conn).Close(context.WithoutCancel(ctx))
 			*conn = nil

@@ -32,4 +32,5 @@ func ExampleMigrate() {
 	// 3 claim_by_workflow true
 	// 4 step_error_value true
 	// 5 primitives true
+	// 6 workers true
 }

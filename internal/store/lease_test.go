@@ -35,7 +35,7 @@ func TestExpireLease_FencesTheHolderAndLetsTheRunBeReclaimed(t *testing.T) {
 	if _, err := conn.WaitForNotification(ctx); err != nil {
 		t.Fatalf("no notification for idle workers: %v", err)
 	}
-	renewed, err := st.Renew(t.Context(), st.Pool(), []store.Lease{lease}, time.Minute)
+	renewed, err := st.Renew(t.Context(), st.Pool(), []store.Lease{lease}, time.Minute, nil)
 	if _, held := renewed[lease]; err != nil || held {
 		t.Fatalf("the old holder renewed its lease: %v %v", renewed, err)
 	}

@@ -42,7 +42,7 @@ func TestRenew_NeverWaitsBehindAWorkersWrites(t *testing.T) {
 	}
 	defer func() { _, _ = conn.Exec(context.Background(), `RESET lock_timeout`) }()
 	began := time.Now()
-	renewed, err := st.Renew(t.Context(), conn, leases, time.Minute)
+	renewed, err := st.Renew(t.Context(), conn, leases, time.Minute, nil)
 	if err != nil {
 		t.Fatalf("renew behind the locks: %v (after %s)", err, time.Since(began))
 	}
@@ -60,7 +60,7 @@ func TestRenew_NeverWaitsBehindAWorkersWrites(t *testing.T) {
 	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), idle.RunID); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err = st.Renew(t.Context(), st.Pool(), leases, time.Minute)
+	renewed, err = st.Renew(t.Context(), st.Pool(), leases, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,14 +129,22 @@ type Lease struct {
 // CancelRequested reports the runs renewed whose Cancel was asked: a worker
 // that missed the notice (it polls, or its LISTEN connection was down)
 // learns of it here, at no extra statement.
-func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration) (map[Lease]LeaseState, error) {
+//
+// beat, when not nil, is the worker's registry row, written by the same
+// statement.
+func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration, beat *WorkerBeat) (map[Lease]LeaseState, error) {
 	ids := make([]uuidParam, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
 		ids[i], epochs[i] = uuidArg(l.RunID), l.Epoch
 	}
+	registry, args := "", []any{ids, epochs, ttl.Milliseconds()}
+	if beat != nil {
+		registry = "wk AS (" + upsertSQL(4) + "),"
+		args = append(args, beat.args()...)
+	}
 	rows, err := db.Query(ctx, s.sql(`
-		WITH h AS (
+		WITH `+registry+` h AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
 		free AS ( -- each run by its primary key, not a scan of every running run
 			SELECT held.id FROM h, LATERAL (
@@ -152,7 +160,7 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 		FROM h LEFT JOIN renewed ON renewed.id = h.id
 		WHERE renewed.id IS NOT NULL
 		   OR EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch AND r.status = 'running')`),
-		ids, epochs, ttl.Milliseconds())
+		args...)
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
 	}

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// WorkerBeat is a worker's row in the registry, as its heartbeat keeps it.
+type WorkerBeat struct {
+	Label       string
+	Host        string
+	PID         int
+	Version     string
+	Workflows   []string
+	Queues      []string
+	Concurrency int
+	Held        int // runs it holds now
+	Interval    time.Duration
+	TTL         time.Duration
+	Stopped     bool // a clean Shutdown's last beat
+}
+
+func (b *WorkerBeat) args() []any {
+	return []any{b.Label, b.Host, b.PID, b.Version, b.Workflows, b.Queues, b.Concurrency, b.Held,
+		b.Interval.Milliseconds(), b.TTL.Milliseconds(), b.Stopped}
+}
+
+// The registry's upsert; its parameters start at $1 (the statement alone) or
+// after Renew's three.
+const upsertWorker = `
+	INSERT INTO {schema}.workers AS w (label, host, pid, version, workflows, queues, concurrency, runs_held,
+	                                   heartbeat_ms, lease_ttl_ms, stopped_at)
+	VALUES ($%d, $%d, $%d, $%d, $%d::text[], $%d::text[], $%d, $%d, $%d, $%d, CASE WHEN $%d::bool THEN now() END)
+	ON CONFLICT (label) DO UPDATE
+	SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, workflows = EXCLUDED.workflows,
+	    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency, runs_held = EXCLUDED.runs_held,
+	    heartbeat_ms = EXCLUDED.heartbeat_ms, lease_ttl_ms = EXCLUDED.lease_ttl_ms,
+	    last_heartbeat_at = now(), stopped_at = EXCLUDED.stopped_at`
+
+// Beat writes the worker's registry row alone: the heartbeat of a worker
+// that holds no run (with runs, Renew carries it).
+func (s *Store) Beat(ctx context.Context, db DB, b WorkerBeat) error {
+	_, err := db.Exec(ctx, s.sql(upsertSQL(1)), b.args()...)
+	return s.wrap("worker heartbeat", err)
+}
+
+func upsertSQL(first int) string {
+	n := make([]any, 11)
+	for i := range n {
+		n[i] = first + i
+	}
+	return fmt.Sprintf(upsertWorker, n...)
+}
+
+// Worker is a row of the registry, as operators read it.
+type Worker struct {
+	Label           string
+	Host            string
+	PID             int
+	Version         string
+	Workflows       []string
+	Queues          []string
+	Concurrency     int
+	RunsHeld        int
+	StartedAt       time.Time
+	LastHeartbeatAt time.Time
+	StoppedAt       *time.Time
+	// Live is true when the worker beat within three heartbeat intervals
+	// (or its lease TTL, if longer) and has not stopped.
+	Live bool
+}
+
+// Workers lists the registry, live workers first, then by last heartbeat.
+// With all false, only live workers.
+func (s *Store) Workers(ctx context.Context, all bool) ([]Worker, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT w.label, w.host, w.pid, w.version, w.workflows, w.queues, w.concurrency, w.runs_held,
+		       w.started_at, w.last_heartbeat_at, w.stopped_at, l.label IS NOT NULL
+		FROM {schema}.workers w LEFT JOIN {schema}.live_workers l USING (label)
+		WHERE $1 OR l.label IS NOT NULL
+		ORDER BY l.label IS NULL, w.last_heartbeat_at DESC, w.label`), all)
+	if err != nil {
+		return nil, s.wrap("list workers", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Worker])
+	return out, s.wrap("list workers", err)
+}
+
+// Orphans is the queued runs of one workflow and queue that no live worker
+// serves.
+type Orphans struct {
+	Workflow        string
+	Queue           string
+	Runs            int
+	OldestCreatedAt time.Time
+}
+
+// OrphanedRuns lists, per workflow and queue, the queued runs no live worker
+// serves (the orphaned_runs view).
+func (s *Store) OrphanedRuns(ctx context.Context) ([]Orphans, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT workflow, queue, runs, oldest_created_at FROM {schema}.orphaned_runs ORDER BY runs DESC, workflow, queue`))
+	if err != nil {
+		return nil, s.wrap("list orphaned runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Orphans])
+	return out, s.wrap("list orphaned runs", err)
+}
+
+// Served reports whether a live worker serves workflow on queue.
+func (s *Store) Served(ctx context.Context, workflow, queue string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, s.sql(`
+		SELECT EXISTS (SELECT FROM {schema}.live_workers w WHERE $1 = ANY (w.workflows) AND $2 = ANY (w.queues))`),
+		workflow, queue).Scan(&ok)
+	return ok, s.wrap("find live workers", err)
+}
