@@ -57,7 +57,14 @@ rescue by the next worker that claims).`,
 			for _, r := range runs {
 				t.row(r.ID, dash(clip(r.Key, 40)), r.Workflow, r.Status, r.Queue, stamp(r.CreatedAt), runDetail(r))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			orphans, err := op.Orphans(a.ctx)
+			if err != nil {
+				return err
+			}
+			return a.warnOrphans(a.stderr, orphans) // the table stays clean for pipes
 		},
 	}
 	list.Flags().StringVar(&f.Workflow, "workflow", "", "only runs of this workflow")

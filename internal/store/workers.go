@@ -57,20 +57,20 @@ func upsertSQL(first int) string {
 
 // Worker is a row of the registry, as operators read it.
 type Worker struct {
-	Label           string
-	Host            string
-	PID             int
-	Version         string
-	Workflows       []string
-	Queues          []string
-	Concurrency     int
-	RunsHeld        int
-	StartedAt       time.Time
-	LastHeartbeatAt time.Time
-	StoppedAt       *time.Time
+	Label           string     `json:"label"`
+	Host            string     `json:"host"`
+	PID             int        `json:"pid"`
+	Version         string     `json:"version"`
+	Workflows       []string   `json:"workflows"`
+	Queues          []string   `json:"queues"`
+	Concurrency     int        `json:"concurrency"`
+	RunsHeld        int        `json:"runs_held"`
+	StartedAt       time.Time  `json:"started_at"`
+	LastHeartbeatAt time.Time  `json:"last_heartbeat_at"`
+	StoppedAt       *time.Time `json:"stopped_at"`
 	// Live is true when the worker beat within three heartbeat intervals
 	// (or its lease TTL, if longer) and has not stopped.
-	Live bool
+	Live bool `json:"live"`
 }
 
 // Workers lists the registry, live workers first, then by last heartbeat.
@@ -92,10 +92,10 @@ func (s *Store) Workers(ctx context.Context, all bool) ([]Worker, error) {
 // Orphans is the queued runs of one workflow and queue that no live worker
 // serves.
 type Orphans struct {
-	Workflow        string
-	Queue           string
-	Runs            int
-	OldestCreatedAt time.Time
+	Workflow        string    `json:"workflow"`
+	Queue           string    `json:"queue"`
+	Runs            int       `json:"runs"`
+	OldestCreatedAt time.Time `json:"oldest_created_at"`
 }
 
 // OrphanedRuns lists, per workflow and queue, the queued runs no live worker
