@@ -33,6 +33,7 @@ type Client struct {
 	statementTimeout time.Duration
 	notices          notices
 	starts           startBatch
+	unserved         unserved
 }
 
 // ClientOption configures a Client.

@@ -119,6 +119,7 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)
 	}
+	c.warnIfUnserved(ctx, wf.name, r.Queue)
 	return handle[Out](c, wf.name, r.Key, ins)
 }
 

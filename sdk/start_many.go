@@ -100,6 +100,13 @@ func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Wor
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", wf.name, err)
 	}
+	queues := map[string]bool{}
+	for _, r := range news {
+		if !queues[r.Queue] {
+			queues[r.Queue] = true
+			c.warnIfUnserved(ctx, wf.name, r.Queue)
+		}
+	}
 	runs = make([]*Run[Out], len(params))
 	for i, ins := range out {
 		runs[i], errs[i] = handle[Out](c, wf.name, news[i].Key, ins)
