@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
+	"github.com/tenurehq/tenure/operator"
 	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -60,4 +61,20 @@ func ExampleNew() {
 	// start cache
 	// lookup
 	// run cache
+}
+
+// ObserveOrphans registers a gauge of the queued runs no live worker serves;
+// register it once per process that has an operator.Operator (a worker's, or
+// a monitoring job's).
+func ExampleObserveOrphans() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	op, _ := operator.New(pool, operator.WithSchema(schema))
+	reg, err := tenureotel.ObserveOrphans(op) // on the global meter provider
+	if err != nil {
+		panic(err)
+	}
+	defer reg.Unregister()
+	fmt.Println("registered", tenureotel.MetricRunsOrphaned)
+	// Output: registered tenure.runs.orphaned
 }
