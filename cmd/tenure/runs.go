@@ -328,20 +328,12 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 		return err
 	}
 	byStep := map[int][]attemptJSON{}
-	budgetFrom := map[int]int{}
-	for _, s := range steps {
-		budgetFrom[s.Step] = s.BudgetFrom
-	}
-	for _, at := range attempts {
+	for _, at := range attempts { // as the attempt_timeline view gives them
 		j := attemptJSON{Attempt: at.Attempt, Status: at.Status, Rescue: at.Rescue,
-			BeforeRequeue: at.Attempt <= budgetFrom[at.Step], StartedAt: at.StartedAt, EndedAt: at.EndedAt,
+			BeforeRequeue: !at.InBudget, StartedAt: at.StartedAt, EndedAt: at.EndedAt,
 			DelaySource: at.DelaySource, Worker: at.Worker, Epoch: at.Epoch, TraceID: at.TraceID,
 			ErrorType: at.ErrorType, ErrorMessage: at.ErrorMessage}
-		end := time.Now()
-		if at.EndedAt != nil {
-			end = *at.EndedAt
-		}
-		j.DurationMS = end.Sub(at.StartedAt).Milliseconds()
+		j.DurationMS = at.Duration.Milliseconds()
 		if at.Delay != nil {
 			ms := at.Delay.Milliseconds()
 			j.DelayMS = &ms

@@ -176,26 +176,43 @@ type Attempt struct {
 	Worker       string
 	TraceID      string
 	SpanID       string
+	// From the attempt_timeline view: how long it ran (until now, while it
+	// runs), the time between its end and the next attempt's start (nil
+	// for the last), and whether it counts against the step's budgets
+	// (false for an attempt made before a requeue).
+	Duration time.Duration
+	Waited   *time.Duration
+	InBudget bool
 }
 
-// Attempts returns every attempt of a run in order (step, then attempt).
+// Attempts returns every attempt of a run in order (step, then attempt), as
+// the attempt_timeline view shows them.
 func (s *Store) Attempts(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT run_id, step, attempt, activity, status, started_at, ended_at, coalesce(error_message, ''),
-		       coalesce(error_type, ''), coalesce(error_stack, ''), is_rescue, delay_ms,
-		       coalesce(delay_source, ''), epoch, worker, coalesce(trace_id, ''), coalesce(span_id, '')
-		FROM {schema}.attempts
-		WHERE run_id = $1
-		ORDER BY step, attempt`), runID)
+		SELECT t.run_id, t.step, t.attempt, t.activity, t.status, t.started_at, t.ended_at, coalesce(t.error_message, ''),
+		       coalesce(t.error_type, ''), coalesce(a.error_stack, ''), t.is_rescue, a.delay_ms,
+		       coalesce(t.delay_source, ''), t.epoch, t.worker, coalesce(t.trace_id, ''), coalesce(t.span_id, ''),
+		       extract(epoch FROM t.duration)::float8 * 1000, extract(epoch FROM t.waited)::float8 * 1000, t.in_budget
+		FROM {schema}.attempt_timeline t
+		JOIN {schema}.attempts a USING (run_id, step, attempt)
+		WHERE t.run_id = $1
+		ORDER BY t.step, t.attempt`), uuidArg(runID))
 	if err != nil {
 		return nil, s.wrap("load attempts", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
 		var delay *int64
+		var durMS float64
+		var waitedMS *float64
 		err := row.Scan(&a.RunID, &a.Step, &a.Attempt, &a.Activity, &a.Status, &a.StartedAt, &a.EndedAt,
 			&a.ErrorMessage, &a.ErrorType, &a.ErrorStack, &a.Rescue, &delay, &a.DelaySource, &a.Epoch,
-			&a.Worker, &a.TraceID, &a.SpanID)
+			&a.Worker, &a.TraceID, &a.SpanID, &durMS, &waitedMS, &a.InBudget)
+		a.Duration = time.Duration(durMS * float64(time.Millisecond))
+		if waitedMS != nil {
+			w := time.Duration(*waitedMS * float64(time.Millisecond))
+			a.Waited = &w
+		}
 		if delay != nil {
 			d := time.Duration(*delay) * time.Millisecond
 			a.Delay = &d
