@@ -86,7 +86,11 @@ func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time)
 		// during it (which costs the run a lease TTL before its rescue)
 		// replays it in full: at most shortSleep more.
 		began := time.Now()
-		if err := e.sleepInProcess(ctx, d, store.Release{}); err != nil {
+		// Handed over at shutdown, it is recorded waiting with its due
+		// time, which the next worker keeps.
+		waiting := &store.StepMark{Step: n, Kind: store.KindSleep, Name: string(store.KindSleep),
+			Status: store.StepWaiting, Due: d, Began: began}
+		if err := e.sleepInProcess(ctx, d, store.Write{Mark: waiting, Release: &store.Release{WaitFor: "sleep", UntilStep: n}}); err != nil {
 			return fmt.Errorf("sleep (step %d): %w", n, err)
 		}
 		e.deferMark(&store.StepMark{Step: n, Kind: store.KindSleep, Name: string(store.KindSleep),
@@ -113,7 +117,7 @@ func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time)
 		e.suspend(store.Release{WaitFor: "sleep", UntilStep: n}, "sleep")
 	}
 	if left > 0 {
-		if err := e.sleepInProcess(ctx, left, store.Release{WaitFor: "sleep", UntilStep: n}); err != nil {
+		if err := e.sleepInProcess(ctx, left, store.Write{Release: &store.Release{WaitFor: "sleep", UntilStep: n}}); err != nil {
 			return fmt.Errorf("sleep (step %d): %w", n, err)
 		}
 	}
@@ -124,9 +128,10 @@ func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time)
 }
 
 // sleepInProcess waits d with the lease held. At shutdown the run is handed
-// over with rel (its wait recorded); a cancel returns sdk.ErrCancelled
-// (unless ctx is detached); a lost lease ends the goroutine.
-func (e *execution) sleepInProcess(ctx context.Context, d time.Duration, rel store.Release) error {
+// over with the write handover (its wait recorded, its lease released); a
+// cancel returns sdk.ErrCancelled (unless ctx is detached); a lost lease
+// ends the goroutine.
+func (e *execution) sleepInProcess(ctx context.Context, d time.Duration, handover store.Write) error {
 	if engine.Detached(ctx) {
 		ctx = e.ctx // a lost lease or a shutdown still ends the wait
 	}
@@ -136,13 +141,13 @@ func (e *execution) sleepInProcess(ctx context.Context, d time.Duration, rel sto
 	case <-timer.C:
 		return nil
 	case <-e.w.stopClaim:
-		e.handOver(rel, "shutdown during a durable wait")
+		e.handOver(handover, "shutdown during a durable wait")
 	case <-ctx.Done():
 		switch context.Cause(ctx) {
 		case sdk.ErrCancelled:
 			return sdk.ErrCancelled
 		case errShutdown:
-			e.handOver(rel, "interrupted during a durable wait")
+			e.handOver(handover, "interrupted during a durable wait")
 		}
 		e.lose("lease lost during a durable wait")
 		exit()
@@ -151,9 +156,9 @@ func (e *execution) sleepInProcess(ctx context.Context, d time.Duration, rel sto
 }
 
 // handOver releases the run at shutdown, keeping the wait it is in.
-func (e *execution) handOver(rel store.Release, why string) {
+func (e *execution) handOver(w store.Write, why string) {
 	e.ending.Store(true)
-	if _, err := e.write(store.Write{Release: &rel}); err != nil {
+	if _, err := e.write(w); err != nil {
 		e.writeFailed("release run", err)
 		exit()
 	}

@@ -124,6 +124,9 @@ func TestSleep_ShortInProcessLongDurableMovedInSQL(t *testing.T) {
 	if out, err := result(t, long); err != nil || out != 2 {
 		t.Fatalf("long sleep: %d, %v", out, err)
 	}
+	if got := e.timeline(long.ID); !slices.Equal(got, []string{"1 activity count completed", "2 sleep sleep completed", "3 activity count completed"}) {
+		t.Fatalf("timeline of the long sleep %v", got)
+	}
 	if n := q[int](e, `SELECT count(*) FROM {schema}.attempts WHERE run_id = $1 AND step = 1`, long.ID); n != 1 {
 		t.Fatalf("step 1 ran %d times across the suspensions, want once", n)
 	}
@@ -735,5 +738,58 @@ func TestPrimitives_RefuseBadInput(t *testing.T) {
 	}
 	if n := q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1`, br.ID); n != 0 {
 		t.Fatalf("%d steps recorded by refused calls", n)
+	}
+}
+
+// A short sleep interrupted by a graceful shutdown is handed over recorded,
+// with its due time: the next worker keeps it rather than sleeping again.
+func TestSleep_ShortSleepHandedOverAtShutdownKeepsItsDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	proceed := make(chan struct{})
+	started := make(chan struct{}, 1)
+	gate := activities.New("gate", func(ctx context.Context, x int) (int, error) {
+		if info, _ := activities.InfoFrom(ctx); info.Attempt == 1 {
+			started <- struct{}{}
+			<-proceed
+		}
+		return x, nil
+	})
+	wf := sdk.NewWorkflow("nap-at-shutdown", func(ctx context.Context, x int) (int, error) {
+		if _, err := sdk.Execute(ctx, gate, x); err != nil {
+			return 0, err
+		}
+		if err := sdk.Sleep(ctx, 90*time.Millisecond); err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, count, x)
+	})
+	a := e.worker(e.config(), wf)
+	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	<-started
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stop(t, a, 10*time.Second) // drains: the attempt finishes, then the sleep is handed over
+	}()
+	time.Sleep(100 * time.Millisecond) // Shutdown has stopped claiming and waits for the attempt
+	close(proceed)
+	<-done
+	if got := e.timeline(r.ID); !slices.Equal(got, []string{"1 activity gate completed", "2 sleep sleep waiting"}) {
+		t.Fatalf("timeline after the hand-over %v", got)
+	}
+	due := q[time.Time](e, `SELECT due_at FROM {schema}.steps WHERE run_id = $1 AND step = 2`, r.ID)
+	if w := q[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, r.ID); w != "sleep" {
+		t.Fatalf("run waits for %q, want the sleep", w)
+	}
+	e.worker(e.config(), wf)
+	if out, err := result(t, r); err != nil || out != 2 {
+		t.Fatalf("result %d, %v", out, err)
+	}
+	if again := q[time.Time](e, `SELECT due_at FROM {schema}.steps WHERE run_id = $1 AND step = 2`, r.ID); !again.Equal(due) {
+		t.Fatalf("due time moved from %s to %s", due, again)
+	}
+	if woke := q[time.Time](e, `SELECT woke_at FROM {schema}.step_timeline WHERE run_id = $1 AND step = 2`, r.ID); woke.Before(due) {
+		t.Fatalf("woke at %s, before its due time %s", woke, due)
 	}
 }

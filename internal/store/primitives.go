@@ -144,19 +144,22 @@ const sqlMark = `
 	FROM f LEFT JOIN s ON s.run_id = f.run_id AND s.step = f.step
 	LEFT JOIN {schema}.steps o ON o.run_id = f.run_id AND o.step = f.step`
 
-// Short sleeps, recorded after they were slept (Write.Marks): their times
-// are the commit's clock less the time since, on the worker's clock. A
-// repeat inserts nothing.
+// Sleeps' wakes, recorded after the fact (Write.Marks): a short sleep's row
+// is inserted completed, its times the commit's clock less the time since on
+// the worker's clock; a recorded (waiting) sleep's row is completed. A repeat
+// changes nothing.
 const sqlSlept = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])
 			AS x(run_id, epoch, step, due_ms, began_ms, woke_ms)),` + fence + `,
 	s AS (
-		INSERT INTO {schema}.steps (run_id, step, activity, kind, status, policy, due_at, first_started_at, finished_at)
+		INSERT INTO {schema}.steps AS s (run_id, step, activity, kind, status, policy, due_at, first_started_at, finished_at)
 		SELECT run_id, step, 'sleep', 'sleep', 'completed', '{}', now() + due_ms * interval '1 millisecond',
 		       now() - began_ms * interval '1 millisecond', now() - woke_ms * interval '1 millisecond'
 		FROM f
-		ON CONFLICT (run_id, step) DO NOTHING)
+		ON CONFLICT (run_id, step) DO UPDATE
+		SET status = 'completed', finished_at = EXCLUDED.finished_at
+		WHERE s.status = 'waiting')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Signals received: the oldest pending one of each name, consumed by the
