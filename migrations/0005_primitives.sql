@@ -60,6 +60,9 @@ CREATE TABLE {schema}.signals (
     CHECK ((consumed_step IS NULL) = (consumed_at IS NULL))
 );
 CREATE INDEX signals_pending_idx ON {schema}.signals (run_id, name, id) WHERE consumed_at IS NULL;
+-- A step consumes one signal at most: a repeat of a receive that raced its
+-- first try fails here instead of consuming a second one.
+CREATE UNIQUE INDEX signals_consumed_idx ON {schema}.signals (run_id, consumed_step) WHERE consumed_step IS NOT NULL;
 CREATE INDEX signals_run_idx ON {schema}.signals (run_id);
 
 -- Events a workflow sets (progress, intermediate results): the latest value
@@ -75,12 +78,22 @@ CREATE TABLE {schema}.events (
 );
 
 -- send_signal is the one implementation of a send, used by the Go client
--- (Send and SendTx), the CLI and SQL. The run's row is locked first (FOR NO
--- KEY UPDATE: it does not wait for a worker's checkpoints, but for its
--- suspension in flight), so that a worker suspending the run either sees the
--- signal or is seen waiting for it: no wake-up is lost. A run waiting for a
--- signal of this name is made due now, and its workers are woken. Sending to
--- a run that has ended raises SQLSTATE TN002, to an unknown run TN001.
+-- (Send and SendTx), the CLI and SQL. It takes the run's signal lock first
+-- (_signal_lock, a transaction-scoped advisory lock, held until the send's
+-- transaction ends), never the run's row: a send in a long transaction holds
+-- up no heartbeat and no checkpoint of the worker running the run. A worker
+-- suspending the run to wait for a signal tries the same lock: when a send
+-- holds it, the run is woken at once; when it gets it, a later send waits
+-- for the suspension to commit and then finds the run waiting. So no wake-up
+-- is lost, and sends to one run take their IDs in commit order. A run
+-- waiting for a signal of this name is made due now, and its workers are
+-- woken. Sending to a run that has ended raises SQLSTATE TN002, to an
+-- unknown run TN001.
+CREATE FUNCTION {schema}._signal_lock(run uuid) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT pg_catalog.hashtextextended('tenure signal ' || run::text, 0)
+$$;
+
 CREATE FUNCTION {schema}.send_signal(run uuid, name text, payload jsonb DEFAULT 'null')
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
@@ -92,7 +105,8 @@ BEGIN
     IF name IS NULL OR name = '' THEN
         RAISE EXCEPTION 'send_signal: empty signal name' USING ERRCODE = '22023';
     END IF;
-    SELECT r.status, r.queue INTO st, q FROM {schema}.runs r WHERE r.id = run FOR NO KEY UPDATE;
+    PERFORM pg_catalog.pg_advisory_xact_lock({schema}._signal_lock(run));
+    SELECT r.status, r.queue INTO st, q FROM {schema}.runs r WHERE r.id = run;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'send_signal: run % not found', run USING ERRCODE = 'TN001';
     END IF;

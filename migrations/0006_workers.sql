@@ -6,7 +6,10 @@
 -- worker serves waits forever; orphaned_runs names them.
 
 CREATE TABLE {schema}.workers (
-    label             text        PRIMARY KEY,
+    -- One row per worker process (its ID is new at each start); labels,
+    -- which people choose, need not be unique.
+    id                uuid        PRIMARY KEY,
+    label             text        NOT NULL,
     host              text        NOT NULL,
     pid               integer     NOT NULL,
     version           text        NOT NULL,
@@ -24,6 +27,10 @@ CREATE TABLE {schema}.workers (
     stopped_at        timestamptz
 );
 
+-- Pruning: a starting worker removes the rows of workers stopped or silent
+-- for a week.
+CREATE INDEX workers_last_heartbeat_idx ON {schema}.workers (last_heartbeat_at);
+
 -- live_workers: the workers that beat recently and did not stop.
 CREATE VIEW {schema}.live_workers AS
 SELECT w.*, now() - w.last_heartbeat_at AS since_heartbeat
@@ -32,8 +39,10 @@ WHERE w.stopped_at IS NULL
   AND w.last_heartbeat_at > now() - greatest(3 * w.heartbeat_ms, w.lease_ttl_ms) * interval '1 millisecond';
 
 -- orphaned_runs: per workflow and queue, the queued runs that no live worker
--- serves (it registered neither the workflow nor the queue), how many and
--- since when. Read through runs_claim_idx, one range per pair.
+-- serves (none registered the workflow and serves the queue), how many and
+-- since when. It reads every queued run (waiting ones too), through the
+-- partial index of queued runs: for dashboards and alerts, not for every
+-- request.
 CREATE VIEW {schema}.orphaned_runs AS
 SELECT r.workflow, r.queue, count(*) AS runs, min(r.created_at) AS oldest_created_at, min(r.run_after) AS first_due_at
 FROM {schema}.runs r

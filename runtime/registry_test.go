@@ -73,3 +73,33 @@ func TestRegistry_WorkersAndOrphans(t *testing.T) {
 		t.Fatalf("orphans %+v, want both workflows", orphans)
 	}
 }
+
+// A worker whose registry row cannot be written (here a constraint refuses
+// it; in production, a role without the grant) keeps renewing its leases:
+// the registry is for people, never in the way of a lease.
+func TestRegistry_AWorkerThatCannotWriteItsRowKeepsItsLeases(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	slow := activities.New("slow", func(ctx context.Context, x int) (int, error) {
+		select {
+		case <-time.After(3 * time.Second): // longer than the lease
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+		return x, nil
+	})
+	wf := sdk.NewWorkflow("outlives-its-lease", func(ctx context.Context, x int) (int, error) { return sdk.Execute(ctx, slow, x) })
+	cfg := e.config()
+	cfg.LeaseTTL, cfg.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	w := e.worker(cfg, wf)
+	if _, err := e.pool.Exec(e.ctx, "ALTER TABLE "+e.schema+".workers ADD CONSTRAINT refused CHECK (false) NOT VALID"); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	if out, err := result(t, r); err != nil || out != 1 {
+		t.Fatalf("result %d, %v", out, err)
+	}
+	if st := w.Stats(); st.LeasesLost != 0 {
+		t.Fatalf("stats %+v: the registry's failure cost a lease", st)
+	}
+}

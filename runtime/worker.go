@@ -81,11 +81,14 @@ type Worker struct {
 	wake      chan struct{} // a slot freed or a run was announced
 	stopClaim chan struct{} // closed when the worker stops taking new runs
 	names     []string      // the registered workflows, sorted, once started
-	stopOnce  sync.Once
-	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
-	draining  atomic.Bool
-	done      chan struct{} // closed when Run has returned
-	runs      sync.WaitGroup
+	id        uuid.UUID     // the worker process's ID in the registry
+	// registryOff is set when the worker cannot write its registry row.
+	registryOff atomic.Bool
+	stopOnce    sync.Once
+	interrupt   context.CancelCauseFunc // cancels every execution with errShutdown
+	draining    atomic.Bool
+	done        chan struct{} // closed when Run has returned
+	runs        sync.WaitGroup
 
 	claimed, completed, failed, cancelled, suspended, released, leasesLost, attempts atomic.Int64
 	dbErrors                                                                         atomic.Int64
@@ -121,6 +124,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		running:   map[uuid.UUID]*execution{},
 		wake:      make(chan struct{}, 1),
 		stopClaim: make(chan struct{}),
+		id:        uuid.New(),
 		done:      make(chan struct{}),
 	}
 	w.committer = committer.New(committer.Config{
@@ -250,13 +254,7 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		return nil, fmt.Errorf("runtime: heartbeat connection: %w", err)
 	}
 	w.names = names
-	bctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
-	err = w.store.Beat(bctx, hb, *w.registryRow(0, false)) // the registry knows the worker before its first claim
-	cancel()
-	if err != nil {
-		_ = hb.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("runtime: register the worker: %w", err)
-	}
+	w.register(ctx, hb)
 	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.mu.Lock()
 	w.interrupt = interrupt
@@ -281,19 +279,51 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		stopLoops()
 		bg.Wait()
 		// The registry's last word: stopped, not dead.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
-		if err := w.store.Beat(sctx, w.store.Pool(), *w.registryRow(0, true)); err != nil {
-			w.cfg.Logger.Warn("tenure: could not mark the worker stopped in the registry; it will read as dead after three heartbeats",
-				"worker", w.cfg.Label, "error", err)
+		if row := w.registryRow(0, true); row != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
+			if err := w.store.Beat(sctx, w.store.Pool(), *row); err != nil {
+				w.cfg.Logger.Warn("tenure: could not mark the worker stopped in the registry; it will read as dead after three heartbeats",
+					"worker", w.cfg.Label, "error", err)
+			}
+			cancel()
 		}
-		cancel()
 	}, nil
 }
 
-// registryRow is the worker's row in the registry (store.WorkerBeat).
+// register writes the worker's first registry row, and removes the rows of
+// workers gone for a week. The registry is for people: a worker that cannot
+// write it (a role without the grant) runs without it, and says so once.
+func (w *Worker) register(ctx context.Context, conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+	defer cancel()
+	if err := w.store.Beat(ctx, conn, *w.registryRow(0, false)); err != nil {
+		w.registryFailed(err)
+		return
+	}
+	if err := w.store.PruneWorkers(ctx, conn); err != nil {
+		w.cfg.Logger.Warn("tenure: could not prune the worker registry", "worker", w.cfg.Label, "error", err)
+	}
+}
+
+// registryFailed turns the registry off for this worker after a write of
+// its row failed: its leases must never depend on it.
+func (w *Worker) registryFailed(err error) {
+	if w.registryOff.CompareAndSwap(false, true) {
+		w.cfg.Logger.Warn("tenure: the worker cannot write its row in the worker registry and runs without it: "+
+			"tenure workers will not list it, and its workflows' runs may be reported as served by no live worker "+
+			"(grant the worker's role INSERT, UPDATE, DELETE on the workers table: docs/operations.md, Database roles)",
+			"worker", w.cfg.Label, "error", err)
+	}
+}
+
+// registryRow is the worker's row in the registry (store.WorkerBeat), nil
+// once the registry is off for this worker.
 func (w *Worker) registryRow(held int, stopped bool) *store.WorkerBeat {
+	if w.registryOff.Load() {
+		return nil
+	}
 	return &store.WorkerBeat{
-		Label: w.cfg.Label, Host: hostname, PID: os.Getpid(), Version: sdk.Version,
+		ID: w.id, Label: w.cfg.Label, Host: hostname, PID: os.Getpid(), Version: sdk.Version,
 		Workflows: w.names, Queues: w.cfg.Queues, Concurrency: w.cfg.Concurrency, Held: held,
 		Interval: w.cfg.HeartbeatInterval, TTL: w.cfg.LeaseTTL, Stopped: stopped,
 	}
@@ -645,7 +675,12 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 	}
 	if err == nil && len(held) == 0 {
 		// Nothing to renew: the beat keeps the registry row alone.
-		err = w.store.Beat(tctx, *conn, *w.registryRow(0, false))
+		if row := w.registryRow(0, false); row != nil {
+			if err = w.store.Beat(tctx, *conn, *row); sqlState(err) != "" {
+				w.registryFailed(err) // the server refused the row: no outage
+				err = nil
+			}
+		}
 		if err != nil {
 			_ = (*conn).Close(context.WithoutCancel(ctx))
 			*conn = nil
@@ -661,7 +696,14 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 		return nil
 	}
 	if err == nil {
-		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, w.registryRow(len(held), false))
+		row := w.registryRow(len(held), false)
+		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, row)
+		if row != nil && sqlState(err) != "" {
+			// The server refused the statement: the registry's part may be
+			// the cause, and leases never wait for it.
+			w.registryFailed(err)
+			renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, nil)
+		}
 		if err != nil { // the connection may be broken: open a fresh one next time
 			_ = (*conn).Close(context.WithoutCancel(ctx))
 			*conn = nil

@@ -288,9 +288,10 @@ type commitBatch struct {
 		waitFor    []string
 		untilSteps []int32
 	}
-	waiting []uuidParam // runs released to wait for a signal or a child
-	parents []uuidParam // child runs this batch ends
-	ended   struct {    // runs this batch ends, announced on the done channel
+	waiting      []uuidParam // runs released to wait for a signal or a child
+	parents      []uuidParam // child runs this batch ends
+	parentEpochs []int64
+	ended        struct { // runs this batch ends, announced on the done channel
 		ids    []uuidParam
 		epochs []int64
 	}
@@ -391,7 +392,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		}
 	}
 	if w.WakeParent && (w.CompleteRun != nil || w.FailRun != nil || w.CancelRun != nil) {
-		c.parents = append(c.parents, id)
+		c.parents, c.parentEpochs = append(c.parents, id), append(c.parentEpochs, ep)
 	}
 }
 
@@ -609,7 +610,11 @@ var sqlRelease = `
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'queued',
-		    run_after = CASE WHEN f.until_step > 0
+		    -- A cancel requested meanwhile wakes the run at once: cancel_run
+		    -- locks the row FOR UPDATE, so this UPDATE sees its mark (it
+		    -- reads the newest version of the row it updates).
+		    run_after = CASE WHEN r.cancel_requested_at IS NOT NULL THEN now()
+		                     WHEN f.until_step > 0
 		                     THEN coalesce((SELECT s.due_at FROM {schema}.steps s
 		                                    WHERE s.run_id = f.run_id AND s.step = f.until_step), 'infinity')
 		                     ELSE now() + f.delay_ms * interval '1 millisecond' END,
@@ -672,11 +677,11 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 		c.notifies++
 	}
 	if len(c.cancel.ids) > 0 {
-		b.Queue(s.sql(sqlCancelChildren), c.cancel.ids)
+		b.Queue(s.sql(sqlCancelChildren), c.cancel.ids, c.cancel.epochs)
 		c.notifies++
 	}
 	if len(c.parents) > 0 {
-		b.Queue(s.sql(sqlWakeParents), c.parents)
+		b.Queue(s.sql(sqlWakeParents), c.parents, c.parentEpochs)
 		c.notifies++
 	}
 	if len(c.event.ids) > 0 {

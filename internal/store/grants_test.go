@@ -90,6 +90,30 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 		}
 	}
 
+	// The durable primitives and the registry, as the worker role.
+	if err := worker.Beat(t.Context(), worker.Pool(), store.WorkerBeat{Label: "w", Host: "h", PID: 1, Version: "v",
+		Workflows: []string{"wf"}, Queues: []string{"default"}, Concurrency: 1, Interval: time.Second, TTL: time.Minute}); err != nil {
+		t.Errorf("registry beat as the worker role: %v", err)
+	}
+	if err := worker.PruneWorkers(t.Context(), worker.Pool()); err != nil {
+		t.Errorf("registry pruning as the worker role: %v", err)
+	}
+	l := claimN(t, worker, 1)[0]
+	if _, err := worker.SendSignal(t.Context(), worker.Pool(), l.RunID, "go", []byte(`1`)); err != nil {
+		t.Errorf("send a signal as the worker role: %v", err)
+	}
+	for _, w := range []store.Write{
+		{Lease: l, Receive: &store.SignalReceive{Step: 1, Name: "go"}},
+		{Lease: l, SetEvent: &store.EventSet{Step: 2, Key: "k", Value: []byte(`1`)}},
+		{Lease: l, StartChild: &store.ChildStart{Step: 3, ID: store.ChildID(l.RunID, 3), Workflow: "wf", Queue: "default", Input: []byte(`{}`)}},
+		{Lease: l, Marks: []*store.StepMark{{Step: 4, Kind: store.KindSleep, Name: "sleep", Status: store.StepCompleted, Began: time.Now()}},
+			Release: &store.Release{WaitFor: "child:" + store.ChildID(l.RunID, 3).String(), UntilStep: 3}},
+	} {
+		if res, err := worker.Commit(t.Context(), worker.Pool(), []store.Write{w}); err != nil || res[0].Err != nil {
+			t.Errorf("a primitive's write as the worker role: %v %+v", err, res)
+		}
+	}
+
 	h.run(outcome{workflow: "wf", activity: "b", errors: 1, reason: "non_retryable"})
 	readonly := as(roles["tenure_readonly"])
 	if _, err := readonly.RequeueFailures(t.Context(), store.RequeueFilter{Activity: "b"}, store.RequeueOptions{DryRun: true}); err != nil {
@@ -108,6 +132,12 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	}
 	if _, err := operator.PurgeFailures(t.Context(), store.PurgeOptions{}); err != nil {
 		t.Errorf("operator purge of failures: %v", err)
+	}
+	if _, err := operator.SendSignal(t.Context(), operator.Pool(), l.RunID, "go", []byte(`2`)); err != nil {
+		t.Errorf("send a signal as the operator role: %v", err)
+	}
+	if _, err := operator.CancelRun(t.Context(), l.RunID); err != nil {
+		t.Errorf("cancel as the operator role: %v", err)
 	}
 	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 4 || audit[3].Actor != roles["tenure_worker"] {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)

@@ -202,6 +202,7 @@ const sqlReceive = `
 		ON CONFLICT (run_id, step) DO UPDATE
 		SET status = EXCLUDED.status, output = EXCLUDED.output, reason = EXCLUDED.reason,
 		    error_message = EXCLUDED.error_message, error_type = EXCLUDED.error_type, finished_at = EXCLUDED.finished_at
+		WHERE s.status = 'waiting' -- never a step a concurrent try of this write finished
 		RETURNING s.run_id, s.status, s.output, s.due_at)
 	SELECT f.run_id, f.epoch,
 	       coalesce(extract(epoch FROM coalesce(st.due_at, f.due_at) - now()) * 1000, 'NaN')::float8,
@@ -257,36 +258,58 @@ var sqlCancelRun = `
 	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
 
 // The children of runs this batch cancelled are cancelled in turn.
+// Only the runs this transaction did cancel count (a refused fence cancelled
+// nothing).
 const sqlCancelChildren = `
 	SELECT count({schema}.cancel_run(c.id))
-	FROM {schema}.runs c
-	WHERE c.parent_run_id = ANY ($1::uuid[]) AND c.status IN ('queued', 'running')`
+	FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch)
+	JOIN {schema}.runs p ON p.id = x.id AND p.epoch = x.epoch AND p.status = 'cancelled' AND p.finished_at = now()
+	JOIN {schema}.runs c ON c.parent_run_id = p.id AND c.status IN ('queued', 'running')`
 
-// The parents of runs this batch ended are woken when they wait for them.
+// The parents of runs this batch ended are woken when they wait for them
+// (only runs this transaction did end).
 const sqlWakeParents = `
-	SELECT count(*) FROM unnest($1::uuid[]) AS x(id), LATERAL {schema}._wake_parent(x.id) AS woken`
+	SELECT count(*)
+	FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch)
+	JOIN {schema}.runs r ON r.id = x.id AND r.epoch = x.epoch
+	     AND r.status IN ('completed', 'failed', 'cancelled') AND r.finished_at = now(),
+	LATERAL {schema}._wake_parent(r.id) AS woken`
 
-// A run suspended to wait for a signal or a child is made due at once when
-// what it waits for happened before the suspension committed (a signal sent,
-// the child ended), or when its cancellation was requested meanwhile. This
-// statement's snapshot is taken after the suspension's lock was granted, so
-// it sees every send and cancel that committed before: one that commits after
-// finds the run waiting (send_signal, _wake_parent and cancel_run lock the
-// row first) and wakes it itself.
+// A run suspended to wait for a signal or a child is made due at once
+// when what it waits for may already have happened:
+//   - a signal: one pending that committed before this statement (its
+//     snapshot is taken after the suspension's row lock was granted), or a
+//     send in flight, holding the run's signal lock (pg_try_advisory_xact_lock
+//     fails; a send that starts later waits for this transaction's lock and
+//     then finds the run waiting);
+//   - a child: its end, read FOR SHARE, which waits for a child's end in
+//     flight (its fence locks the child's row) and reads its outcome; a
+//     child that ends later finds the parent waiting (_wake_parent);
+//   - a cancel requested meanwhile (cancel_run locks the row FOR UPDATE
+//     first, so it is before or after the suspension, not during).
 const sqlWakeWaiting = `
 	WITH w AS (
-		UPDATE {schema}.runs r SET run_after = now()
-		FROM unnest($1::uuid[]) AS x(id)
-		WHERE r.id = x.id AND r.status = 'queued' AND r.run_after > now() AND (
-		      r.cancel_requested_at IS NOT NULL
-		   OR (r.waiting_for LIKE 'signal:%' AND EXISTS (
-		          SELECT FROM {schema}.signals s
-		          WHERE s.run_id = r.id AND s.consumed_at IS NULL AND 'signal:' || s.name = r.waiting_for))
-		   OR (r.waiting_for LIKE 'child:%' AND EXISTS (
-		          SELECT FROM {schema}.runs c
-		          WHERE c.id = substr(r.waiting_for, 7)::uuid AND c.status IN ('completed', 'failed', 'cancelled'))))
+		SELECT r.id, r.queue, r.waiting_for, r.cancel_requested_at
+		FROM {schema}.runs r
+		WHERE r.id = ANY ($1::uuid[]) AND r.status = 'queued' AND r.run_after > now()),
+	kids AS (
+		SELECT c.id, c.status FROM {schema}.runs c
+		WHERE c.id IN (SELECT substr(w.waiting_for, 7)::uuid FROM w WHERE w.waiting_for LIKE 'child:%')
+		FOR SHARE OF c),
+	due AS (
+		SELECT w.id, w.queue FROM w
+		WHERE w.cancel_requested_at IS NOT NULL
+		   OR (w.waiting_for LIKE 'signal:%' AND (
+		          NOT pg_catalog.pg_try_advisory_xact_lock({schema}._signal_lock(w.id))
+		       OR EXISTS (SELECT FROM {schema}.signals s
+		                  WHERE s.run_id = w.id AND s.consumed_at IS NULL AND 'signal:' || s.name = w.waiting_for)))
+		   OR (w.waiting_for LIKE 'child:%' AND EXISTS (
+		          SELECT FROM kids WHERE kids.id = substr(w.waiting_for, 7)::uuid
+		          AND kids.status IN ('completed', 'failed', 'cancelled')))),
+	woken AS (
+		UPDATE {schema}.runs r SET run_after = now() FROM due WHERE r.id = due.id
 		RETURNING r.queue)
-	SELECT count(pg_notify($2, queue)) FROM w`
+	SELECT count(pg_notify($2, queue)) FROM woken`
 
 // SendSignal sends a signal to a run on db (the pool, or the caller's
 // transaction): the SQL function send_signal. It returns the signal's ID. A

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
 // WorkerBeat is a worker's row in the registry, as its heartbeat keeps it.
 type WorkerBeat struct {
+	ID          uuid.UUID // the worker process's, new at each start
 	Label       string
 	Host        string
 	PID         int
@@ -24,18 +26,18 @@ type WorkerBeat struct {
 }
 
 func (b *WorkerBeat) args() []any {
-	return []any{b.Label, b.Host, b.PID, b.Version, b.Workflows, b.Queues, b.Concurrency, b.Held,
+	return []any{uuidArg(b.ID), b.Label, b.Host, b.PID, b.Version, b.Workflows, b.Queues, b.Concurrency, b.Held,
 		b.Interval.Milliseconds(), b.TTL.Milliseconds(), b.Stopped}
 }
 
 // The registry's upsert; its parameters start at $1 (the statement alone) or
 // after Renew's three.
 const upsertWorker = `
-	INSERT INTO {schema}.workers AS w (label, host, pid, version, workflows, queues, concurrency, runs_held,
+	INSERT INTO {schema}.workers AS w (id, label, host, pid, version, workflows, queues, concurrency, runs_held,
 	                                   heartbeat_ms, lease_ttl_ms, stopped_at)
-	VALUES ($%d, $%d, $%d, $%d, $%d::text[], $%d::text[], $%d, $%d, $%d, $%d, CASE WHEN $%d::bool THEN now() END)
-	ON CONFLICT (label) DO UPDATE
-	SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, workflows = EXCLUDED.workflows,
+	VALUES ($%d::uuid, $%d, $%d, $%d, $%d, $%d::text[], $%d::text[], $%d, $%d, $%d, $%d, CASE WHEN $%d::bool THEN now() END)
+	ON CONFLICT (id) DO UPDATE
+	SET label = EXCLUDED.label, host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, workflows = EXCLUDED.workflows,
 	    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency, runs_held = EXCLUDED.runs_held,
 	    heartbeat_ms = EXCLUDED.heartbeat_ms, lease_ttl_ms = EXCLUDED.lease_ttl_ms,
 	    last_heartbeat_at = now(), stopped_at = EXCLUDED.stopped_at`
@@ -48,15 +50,24 @@ func (s *Store) Beat(ctx context.Context, db DB, b WorkerBeat) error {
 }
 
 func upsertSQL(first int) string {
-	n := make([]any, 11)
+	n := make([]any, 12)
 	for i := range n {
 		n[i] = first + i
 	}
 	return fmt.Sprintf(upsertWorker, n...)
 }
 
+// PruneWorkers deletes the registry rows of workers stopped or silent for a
+// week: a starting worker calls it.
+func (s *Store) PruneWorkers(ctx context.Context, db DB) error {
+	_, err := db.Exec(ctx, s.sql(`
+		DELETE FROM {schema}.workers WHERE last_heartbeat_at < now() - interval '7 days'`))
+	return s.wrap("prune the worker registry", err)
+}
+
 // Worker is a row of the registry, as operators read it.
 type Worker struct {
+	ID              uuid.UUID  `json:"id"`
 	Label           string     `json:"label"`
 	Host            string     `json:"host"`
 	PID             int        `json:"pid"`
@@ -77,11 +88,11 @@ type Worker struct {
 // With all false, only live workers.
 func (s *Store) Workers(ctx context.Context, all bool) ([]Worker, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT w.label, w.host, w.pid, w.version, w.workflows, w.queues, w.concurrency, w.runs_held,
-		       w.started_at, w.last_heartbeat_at, w.stopped_at, l.label IS NOT NULL
-		FROM {schema}.workers w LEFT JOIN {schema}.live_workers l USING (label)
-		WHERE $1 OR l.label IS NOT NULL
-		ORDER BY l.label IS NULL, w.last_heartbeat_at DESC, w.label`), all)
+		SELECT w.id, w.label, w.host, w.pid, w.version, w.workflows, w.queues, w.concurrency, w.runs_held,
+		       w.started_at, w.last_heartbeat_at, w.stopped_at, l.id IS NOT NULL
+		FROM {schema}.workers w LEFT JOIN {schema}.live_workers l USING (id)
+		WHERE $1 OR l.id IS NOT NULL
+		ORDER BY l.id IS NULL, w.last_heartbeat_at DESC, w.label`), all)
 	if err != nil {
 		return nil, s.wrap("list workers", err)
 	}
