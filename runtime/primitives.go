@@ -245,10 +245,14 @@ func (e *execution) Record(ctx context.Context, kind string, fn func() ([]byte, 
 	var out []byte
 	if fn != nil {
 		var err error
-		if out, err = fn(); err != nil {
-			return nil, err
+		if out, err = fn(); err == nil {
+			err = e.payloadOK(out, kind)
 		}
-		if err := e.payloadOK(out, kind); err != nil {
+		if err != nil {
+			// Nothing recorded, and the step number is given back: a call
+			// that fails leaves no trace, now as on a replay, where the
+			// function may succeed and the workflow go on from this step.
+			e.nextStep--
 			return nil, err
 		}
 	}
