@@ -30,7 +30,7 @@ func ExampleOperator_Signal() {
 	fmt.Println("signal", id, err)
 
 	// The run has not started (no worker yet): Cancel ends it at once.
-	requested, err := op.Cancel(ctx, run.ID)
+	requested, err := op.Cancel(ctx, run.ID, "customer asked")
 	fmt.Println("requested:", requested, err)
 	_, err = op.Signal(ctx, run.ID, "approve", nil)
 	fmt.Println("to a cancelled run:", errors.Is(err, operator.ErrFinished))

@@ -135,17 +135,19 @@ func TestOperator_RequeueCancelAndAudit(t *testing.T) {
 		t.Fatalf("RequeueFailures without a filter: %v, want ErrNoFilter", err)
 	}
 	id := queued("orders")
-	if requested, err := op.Cancel(ctx, id); err != nil || requested {
+	if requested, err := op.Cancel(ctx, id, "INC-8"); err != nil || requested {
 		t.Fatalf("Cancel of a queued run that never started: requested %v, %v; want it cancelled at once", requested, err)
 	}
-	if _, err := op.Cancel(ctx, id); !errors.Is(err, operator.ErrFinished) {
+	if _, err := op.Cancel(ctx, id, "INC-8"); !errors.Is(err, operator.ErrFinished) {
 		t.Fatalf("second Cancel: %v, want ErrFinished", err)
 	}
-	if _, err := op.Cancel(ctx, uuid.New()); !errors.Is(err, operator.ErrNotFound) {
+	if _, err := op.Cancel(ctx, uuid.New(), ""); !errors.Is(err, operator.ErrNotFound) {
 		t.Fatalf("Cancel of an unknown run: %v, want ErrNotFound", err)
 	}
 	audit, err := op.AuditLog(ctx, 0)
-	if err != nil || len(audit) != 1 || audit[0].Action != "requeue" || audit[0].Note != "INC-7" || audit[0].RunIDs[0] != ids[0] {
+	// Newest first: the cancel (the refused ones wrote nothing), then the requeue.
+	if err != nil || len(audit) != 2 || audit[0].Action != "cancel" || audit[0].Note != "INC-8" || audit[0].RunIDs[0] != id ||
+		audit[1].Action != "requeue" || audit[1].Note != "INC-7" || audit[1].RunIDs[0] != ids[0] {
 		t.Fatalf("AuditLog: %+v, %v", audit, err)
 	}
 }

@@ -115,19 +115,21 @@ func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]Attempt, er
 	return op.store.Attempts(ctx, runID)
 }
 
-// Cancel cancels a run, as sdk.Client.Cancel does (the SQL function
-// cancel_run): a run that has not started ends cancelled now (requested
-// false); one that has is marked for cancellation (requested true), and its
-// worker cancels the running activity, lets the workflow clean up and ends
-// the run cancelled. It returns an error wrapping ErrFinished for a run that
-// already ended, ErrNotFound for one that does not exist.
-func (op *Operator) Cancel(ctx context.Context, runID uuid.UUID) (requested bool, err error) {
+// Cancel cancels a run, as sdk.Client.Cancel does, and records it in the
+// audit log (action cancel) with note, as a requeue is (the SQL function
+// cancel_run_noted): a run that has not started ends cancelled now
+// (requested false); one that has is marked for cancellation (requested
+// true), and its worker cancels the running activity, lets the workflow
+// clean up and ends the run cancelled. It returns an error wrapping
+// ErrFinished for a run that already ended, ErrNotFound for one that does
+// not exist (and writes no audit row).
+func (op *Operator) Cancel(ctx context.Context, runID uuid.UUID, note string) (requested bool, err error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return false, err
 	}
-	return op.store.CancelRun(ctx, runID)
+	return op.store.CancelRunWithNote(ctx, runID, note)
 }
 
 // Signal sends the signal name with a JSON payload to a run, as

@@ -33,4 +33,5 @@ func ExampleMigrate() {
 	// 4 step_error_value true
 	// 5 primitives true
 	// 6 workers true
+	// 7 ui true
 }

@@ -62,9 +62,10 @@ JSON (a string needs its quotes: '"yes"'), and then nothing is sent.`,
 }
 
 // runsCancelCommand is tenure runs cancel: operator.Cancel, the SQL
-// function cancel_run.
+// function cancel_run_noted.
 func (a *app) runsCancelCommand() *cobra.Command {
-	return &cobra.Command{
+	var note string
+	cmd := &cobra.Command{
 		Use:   "cancel RUN_ID",
 		Short: "Cancel a run: at once if it has not started, else through its worker",
 		Long: `Cancel a run, as sdk.Client.Cancel does. A run that has not started ends
@@ -73,8 +74,9 @@ or queued waiting for a sleep, a signal or a child) is marked for
 cancellation: its worker cancels the running activity's context
 (sdk.ErrCancelled), lets the workflow clean up, and ends the run cancelled,
 its unfinished children in turn. A waiting run is woken for that, so it needs
-a live worker of its workflow. Cancelling a run that has ended is an error.`,
-		Example: `  tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e`,
+a live worker of its workflow. Cancelling a run that has ended is an error.
+The cancel is written to the audit log with --note (tenure audit).`,
+		Example: `  tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e --note "INC-7: customer withdrew"`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseRunID(args[0])
@@ -85,7 +87,7 @@ a live worker of its workflow. Cancelling a run that has ended is an error.`,
 			if err != nil {
 				return err
 			}
-			requested, err := op.Cancel(a.ctx, id)
+			requested, err := op.Cancel(a.ctx, id, note)
 			if err != nil {
 				return err
 			}
@@ -107,4 +109,6 @@ a live worker of its workflow. Cancelling a run that has ended is an error.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&note, "note", "", "why, for the audit log")
+	return cmd
 }

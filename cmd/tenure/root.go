@@ -197,6 +197,7 @@ actions that put it right.
   tenure explain           the retry policy recorded on a step
   tenure workers           live workers, and queued runs no worker serves
   tenure audit             every requeue and every purge
+  tenure ui                the web UI: failures, run timelines, workers
   tenure purge             retention: delete old finished runs
   tenure migrate status    the migrations applied and pending
   tenure migrate up        apply the pending migrations
@@ -232,7 +233,7 @@ It connects to the database named by the DATABASE_URL environment variable
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
-		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.versionCommand())
+		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.uiCommand(), a.versionCommand())
 	return root
 }
 

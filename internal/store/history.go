@@ -124,8 +124,19 @@ var ErrNotFailed = errors.New("run is not failed")
 // cancel_run. A run that already ended is ErrFinished, an unknown one
 // ErrNotFound.
 func (s *Store) CancelRun(ctx context.Context, id uuid.UUID) (requested bool, err error) {
+	return s.cancelRun(ctx, `SELECT {schema}.cancel_run($1)`, uuidArg(id))
+}
+
+// CancelRunWithNote is CancelRun with an audit_log row (action cancel) with
+// the note: a person's cancel (SQL: cancel_run_noted).
+func (s *Store) CancelRunWithNote(ctx context.Context, id uuid.UUID, note string) (requested bool, err error) {
+	return s.cancelRun(ctx, `SELECT {schema}.cancel_run_noted($1, nullif($2, ''))`, uuidArg(id), note)
+}
+
+func (s *Store) cancelRun(ctx context.Context, stmt string, args ...any) (requested bool, err error) {
+	id := args[0].(uuidParam).Bytes
 	var did *string
-	err = s.pool.QueryRow(ctx, s.sql(`SELECT {schema}.cancel_run($1)`), uuidArg(id)).Scan(&did)
+	err = s.pool.QueryRow(ctx, s.sql(stmt), args...).Scan(&did)
 	if err != nil {
 		return false, s.wrap("cancel run", err)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,21 @@ func TestWake_ACancelJustBeforeASuspensionWakesTheRun(t *testing.T) {
 	}
 	if !due(t, st, l) {
 		t.Fatal("a cancelled run suspended for an hour")
+	}
+}
+
+// A failure's error message of any length is recorded: the failure groups'
+// index holds a fingerprint of its first 300 characters only.
+func TestFailRun_ALongErrorMessageFitsTheFingerprintIndex(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	l := claimN(t, st, 1)[0]
+	msg := strings.Repeat("upstream said: 0123456789abcdef ", 2000) // 64 kB
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: l, FailRun: &store.Failure{Reason: "workflow_error", ErrorMessage: msg}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("fail a run with a 64 kB message: %v %+v", err, res)
+	}
+	if n := scalar[int](t, st, `SELECT length(fingerprint) FROM {schema}.failures WHERE run_id = $1`, l.RunID); n > 300 {
+		t.Fatalf("fingerprint of %d characters", n)
 	}
 }

@@ -2,7 +2,8 @@ package store
 
 import (
 	"context"
-	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,11 +51,15 @@ func (s *Store) Beat(ctx context.Context, db DB, b WorkerBeat) error {
 }
 
 func upsertSQL(first int) string {
-	n := make([]any, 12)
-	for i := range n {
-		n[i] = first + i
+	parts := strings.Split(upsertWorker, "$%d")
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteString("$" + strconv.Itoa(first+i-1))
+		}
+		b.WriteString(p)
 	}
-	return fmt.Sprintf(upsertWorker, n...)
+	return b.String()
 }
 
 // PruneWorkers deletes the registry rows of workers stopped or silent for a

@@ -1,0 +1,215 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/tenurehq/tenure/operator"
+)
+
+// page is what every template gets: the layout's fields and the page's own
+// Data.
+type page struct {
+	Title   string
+	Nav     string // the nav entry to mark current
+	Root    string // relative path to the handler's root ("" or "../"…)
+	Writes  bool
+	CSRF    string // the session's CSRF token, for the forms
+	Orphans []operator.Orphans
+	Flash   string
+	Data    any
+}
+
+var funcs = template.FuncMap{
+	"ago":      ago,
+	"ts":       ts,
+	"dur":      dur,
+	"short":    func(s fmt.Stringer) string { return s.String()[:8] },
+	"join":     strings.Join,
+	"truncate": truncate,
+	"deref":    func(t *time.Time) time.Time { return *t },
+	"derefd":   func(d *time.Duration) time.Duration { return *d },
+	"add":      func(a, b float64) float64 { return a + b },
+}
+
+// parsePages parses each page with the layout: one template set per page,
+// so that every page can define "content".
+func parsePages() (map[string]*template.Template, error) {
+	names, err := fs.Glob(assets, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		base := path.Base(n)
+		if base == "layout.html" || base == "svg.html" {
+			continue
+		}
+		t, err := template.New(base).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/svg.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("ui: parse %s: %w", n, err)
+		}
+		pages[strings.TrimSuffix(base, ".html")] = t
+	}
+	return pages, nil
+}
+
+// render writes the page name with data, status 200 unless status says
+// otherwise. It renders into a buffer first, so that a template error is a
+// 500 page, not half a page.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	t := h.pages[name]
+	p.Root = root(r)
+	p.Writes = h.cfg.Writes
+	p.CSRF = h.csrfToken(w, r)
+	p.Orphans = h.orphans(r.Context())
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		h.log.Error("ui: render", "page", name, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	// Live data, and write forms carry a CSRF token: never cached.
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// errorPage is the Data of the error page.
+type errorPage struct {
+	Status  int
+	Message string
+}
+
+// fail renders the error page with status and err's message.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, title string, err error) {
+	if status >= 500 {
+		h.log.Error("ui: "+title, "path", r.URL.Path, "err", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		status = http.StatusGatewayTimeout
+	}
+	h.render(w, r, status, "error", page{Title: title, Data: errorPage{Status: status, Message: err.Error()}})
+}
+
+// orphans returns the orphaned runs for the banner, from a result at most
+// orphanTTL old: one cheap query every few seconds, whatever the traffic.
+// An error shows no banner (the workers page says it).
+func (h *handler) orphans(ctx context.Context) []operator.Orphans {
+	h.orphanMu.Lock()
+	defer h.orphanMu.Unlock()
+	if time.Since(h.orphanAt) < orphanTTL {
+		return h.orphanList
+	}
+	list, err := h.op.Orphans(ctx)
+	if err != nil {
+		h.log.Warn("ui: orphaned runs", "err", err)
+		return h.orphanList
+	}
+	h.orphanList, h.orphanAt = list, time.Now()
+	return list
+}
+
+// payload is a JSON value as a page shows it: indented, cut at max bytes,
+// or hidden.
+type payload struct {
+	Text      string
+	Size      int
+	Shown     int
+	Truncated bool
+	Hidden    bool
+	None      bool
+}
+
+func (h *handler) payload(b []byte) payload {
+	if len(b) == 0 {
+		return payload{None: true}
+	}
+	if h.cfg.HidePayloads {
+		return payload{Hidden: true, Size: len(b)}
+	}
+	p := payload{Size: len(b)}
+	if len(b) > h.cfg.MaxPayload {
+		p.Text, p.Truncated, p.Shown = string(b[:h.cfg.MaxPayload]), true, h.cfg.MaxPayload
+		return p
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") == nil && out.Len() <= h.cfg.MaxPayload {
+		p.Text = out.String()
+	} else {
+		p.Text = string(b)
+	}
+	return p
+}
+
+// ago says how long before now t was, in one unit: "3m ago".
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := time.Since(t)
+	if d < 0 {
+		return "in " + roughly(-d)
+	}
+	return roughly(d) + " ago"
+}
+
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "<1s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// ts is a time in UTC, to the second.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// dur is a duration rounded for people.
+func dur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + dur(-d)
+	case d < time.Millisecond:
+		return d.String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func truncate(n int, s string) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,235 @@
+package ui
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// runPage is the Data of a run's page.
+type runPage struct {
+	Run        operator.Run
+	Input      payload
+	Output     payload
+	Steps      []stepView
+	Attempts   []attemptView
+	Timeline   timeline
+	Audit      []operator.AuditEntry
+	Children   []operator.ChildRun
+	CanRequeue bool
+	CanCancel  bool
+	Cancelled  string
+}
+
+// stepView is a step with its policy explained.
+type stepView struct {
+	operator.Step
+	Attempts  int
+	Policy    string // policy.Retry's String; "" for other kinds
+	WorstCase string
+	Warnings  []string
+	PolicyErr string
+}
+
+// attemptView is an attempt with its trace link.
+type attemptView struct {
+	operator.Attempt
+	Duration  time.Duration
+	TraceHref string
+	InBudget  bool
+}
+
+// parseRunID reads the {id} of the path.
+func parseRunID(r *http.Request) (uuid.UUID, error) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%q is not a run ID (a UUID)", r.PathValue("id"))
+	}
+	return id, nil
+}
+
+func (h *handler) run(w http.ResponseWriter, r *http.Request) {
+	id, err := parseRunID(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Run", err)
+		return
+	}
+	ctx := r.Context()
+	run, err := h.op.Run(ctx, id)
+	if errors.Is(err, operator.ErrNotFound) {
+		h.fail(w, r, http.StatusNotFound, "Run", err)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Run", err)
+		return
+	}
+	steps, err := h.op.Steps(ctx, id)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Run", err)
+		return
+	}
+	attempts, err := h.op.History(ctx, id)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Run", err)
+		return
+	}
+	audit, err := h.op.RunAuditLog(ctx, id)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Run", err)
+		return
+	}
+	children, err := h.op.Children(ctx, id, 100)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Run", err)
+		return
+	}
+	now := time.Now()
+	p := runPage{Run: run, Input: h.payload(run.Input), Output: h.payload(run.Output), Audit: audit, Children: children,
+		CanRequeue: h.cfg.Writes && run.Status == sdk.RunFailed,
+		CanCancel:  h.cfg.Writes && (run.Status == sdk.RunQueued || run.Status == sdk.RunRunning),
+		Cancelled:  r.URL.Query().Get("cancelled"),
+		Timeline:   h.buildTimeline(run, steps, attempts, now)}
+	counts := map[int]int{}
+	budget := map[int]int{}
+	for _, s := range steps {
+		budget[s.Step] = s.BudgetFrom
+	}
+	for _, a := range attempts {
+		counts[a.Step]++
+		end := now
+		if a.EndedAt != nil {
+			end = *a.EndedAt
+		}
+		p.Attempts = append(p.Attempts, attemptView{Attempt: a, Duration: end.Sub(a.StartedAt), TraceHref: h.traceLink(a),
+			InBudget: a.Attempt > budget[a.Step]})
+	}
+	for _, s := range steps {
+		v := stepView{Step: s, Attempts: counts[s.Step]}
+		if s.Kind == sdk.KindActivity {
+			if pol, err := recordedPolicy(s); err != nil {
+				v.PolicyErr = err.Error()
+			} else {
+				e := policy.Explain(pol)
+				v.Policy, v.WorstCase, v.Warnings = pol.String(), dur(e.WorstCase), e.Warnings
+			}
+		}
+		p.Steps = append(p.Steps, v)
+	}
+	h.render(w, r, http.StatusOK, "run", page{Title: "Run " + id.String()[:8], Nav: "runs", Data: p})
+}
+
+// recordedPolicy parses the policy recorded on an activity step.
+func recordedPolicy(s operator.Step) (policy.Retry, error) {
+	var p policy.Retry
+	if err := json.Unmarshal(s.Policy, &p); err != nil {
+		return p, fmt.Errorf("the recorded policy does not parse: %w", err)
+	}
+	return p, nil
+}
+
+// requeueRun previews (first post: the failure row it will mark requeued)
+// and then performs (confirm=1) the requeue of one failed run, with the note
+// in its audit row, and sends the browser back to the run. The confirm
+// refuses with 409 when the run's open failure is not the one previewed.
+func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string) {
+	id, err := parseRunID(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Requeue", err)
+		return
+	}
+	run, err := h.op.Run(r.Context(), id)
+	if errors.Is(err, operator.ErrNotFound) {
+		h.fail(w, r, http.StatusNotFound, "Requeue", err)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
+		return
+	}
+	var rows []operator.Failure
+	if run.Status == sdk.RunFailed && run.Failure != nil {
+		rows = []operator.Failure{*run.Failure}
+	}
+	p := previewPage{Rows: rows, Total: len(rows), Set: candidateSet(rows), Note: r.PostFormValue("note"),
+		Action: "runs/" + id.String() + "/requeue", Back: "runs/" + id.String(), Max: maxPreview, ForRunID: id}
+	if len(rows) == 0 {
+		p.Changed = fmt.Sprintf("Run %s is %s, not failed: there is nothing to requeue.", id, run.Status)
+		status := http.StatusOK
+		if r.PostFormValue("confirm") == "1" {
+			status = http.StatusConflict
+		}
+		h.render(w, r, status, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
+		return
+	}
+	if r.PostFormValue("confirm") != "1" {
+		h.render(w, r, http.StatusOK, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
+		return
+	}
+	if r.PostFormValue("set") != p.Set {
+		p.Changed = "The run's failure changed since the preview: nothing was requeued. Check it below and confirm again."
+		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
+		return
+	}
+	err = h.op.Requeue(r.Context(), id, auditNote(who, p.Note))
+	if errors.Is(err, operator.ErrNotFailed) {
+		p.Changed = "Someone requeued the run meanwhile: nothing was done."
+		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
+		return
+	}
+	h.log.Info("ui: requeued run", "who", who, "run", id)
+	redirect(w, root(r)+"runs/"+id.String())
+}
+
+// cancelPage is the Data of the cancel confirmation.
+type cancelPage struct {
+	Run operator.Run
+}
+
+// cancelRun asks (first post) and then cancels (confirm=1) a queued or
+// running run, as operator.Cancel does, which writes an audit_log row
+// (action cancel) naming who did it and why.
+func (h *handler) cancelRun(w http.ResponseWriter, r *http.Request, who string) {
+	id, err := parseRunID(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Cancel", err)
+		return
+	}
+	run, err := h.op.Run(r.Context(), id)
+	if errors.Is(err, operator.ErrNotFound) {
+		h.fail(w, r, http.StatusNotFound, "Cancel", err)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Cancel", err)
+		return
+	}
+	if r.PostFormValue("confirm") != "1" {
+		h.render(w, r, http.StatusOK, "cancel", page{Title: "Cancel run", Nav: "runs", Data: cancelPage{Run: run}})
+		return
+	}
+	requested, err := h.op.Cancel(r.Context(), id, "ui:"+who+": "+r.PostFormValue("note"))
+	if errors.Is(err, operator.ErrFinished) {
+		h.fail(w, r, http.StatusConflict, "Cancel", err)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Cancel", err)
+		return
+	}
+	h.log.Info("ui: cancelled run", "who", who, "run", id, "requested", requested, "note", r.PostFormValue("note"))
+	redirect(w, root(r)+"runs/"+id.String()+"?cancelled="+strconv.FormatBool(requested))
+}

@@ -1,0 +1,202 @@
+package ui
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tenurehq/tenure/operator"
+)
+
+// DefaultMaxPayload is the number of bytes of a run's input or output a
+// page shows when Config.MaxPayload is 0.
+const DefaultMaxPayload = 2048
+
+// Config configures the handler New returns. The zero value of every field
+// but Operator is usable: a read-only UI that shows payloads up to
+// DefaultMaxPayload bytes and links to no tracing system.
+type Config struct {
+	// Operator runs every query and action. Required.
+	Operator *operator.Operator
+	// Writes enables the write actions (requeue, purge, cancel). Default
+	// false: the UI is read-only and refuses every POST with 403.
+	Writes bool
+	// Token, when Writes is set and Authorize is nil, is what a write needs:
+	// "Authorization: Bearer <Token>", or the session cookie that
+	// /login?token=<Token> sets. With Writes, one of Token and Authorize is
+	// required.
+	Token string
+	// Authorize, when set, is the host application's own authentication:
+	// it decides every write (ok false refuses it with 403) and who is
+	// recorded in the audit log note ("ui:<who>: <note>"). Token is then
+	// not consulted.
+	Authorize func(r *http.Request) (who string, ok bool)
+	// HidePayloads never shows a run's input or output, nor a step's.
+	HidePayloads bool
+	// MaxPayload is the number of bytes of a payload shown (0:
+	// DefaultMaxPayload); the rest is cut and its size said.
+	MaxPayload int
+	// TraceURL, when set, links each attempt to its trace: "{trace_id}" and
+	// "{span_id}" are replaced by the attempt's recorded IDs, e.g.
+	// "https://tempo.example/trace/{trace_id}?span={span_id}".
+	TraceURL string
+	// Logger receives the write actions (who, what, how many) and errors;
+	// nil discards them.
+	Logger *slog.Logger
+}
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+// orphanTTL is how long the orphan banner's query result is reused.
+const orphanTTL = 5 * time.Second
+
+// handler is the UI: one mux of pages over one Operator.
+type handler struct {
+	cfg   Config
+	op    *operator.Operator
+	log   *slog.Logger
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+	css   []byte
+
+	orphanMu   sync.Mutex
+	orphanAt   time.Time
+	orphanList []operator.Orphans
+}
+
+// New returns the UI as an http.Handler that serves its pages at the root
+// of whatever path it is mounted on: mount it with http.StripPrefix, e.g.
+//
+//	mux.Handle("/tenure/", http.StripPrefix("/tenure", h))
+//
+// Every link it writes is relative, so it works under any prefix. New
+// returns an error for a nil Operator, and for Writes with neither Token nor
+// Authorize (a write UI open to anyone who can reach it).
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Operator == nil {
+		return nil, errors.New("ui.New: nil Operator")
+	}
+	if cfg.Writes && cfg.Token == "" && cfg.Authorize == nil {
+		return nil, errors.New("ui.New: Writes needs a Token or an Authorize function")
+	}
+	if cfg.MaxPayload < 0 {
+		return nil, fmt.Errorf("ui.New: negative MaxPayload %d", cfg.MaxPayload)
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	h := &handler{cfg: cfg, op: cfg.Operator, log: cfg.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var err error
+	if h.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	if h.css, err = fs.ReadFile(assets, "static/style.css"); err != nil {
+		return nil, err
+	}
+	h.routes()
+	return h, nil
+}
+
+func (h *handler) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", h.failures)
+	m.HandleFunc("GET /failures", h.failures)
+	m.HandleFunc("POST /failures/requeue", h.write(h.requeueFailures))
+	m.HandleFunc("POST /failures/purge", h.write(h.purgeFailures))
+	m.HandleFunc("GET /runs", h.runs)
+	m.HandleFunc("GET /runs/{id}", h.run)
+	m.HandleFunc("POST /runs/{id}/requeue", h.write(h.requeueRun))
+	m.HandleFunc("POST /runs/{id}/cancel", h.write(h.cancelRun))
+	m.HandleFunc("GET /workers", h.workers)
+	m.HandleFunc("GET /policy", h.policy)
+	m.HandleFunc("GET /login", h.login)
+	m.HandleFunc("POST /login", h.login)
+	m.HandleFunc("GET /static/style.css", h.style)
+	m.HandleFunc("/", h.notFound)
+	h.mux = m
+}
+
+// ServeHTTP sets the headers every answer carries and dispatches.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	// No script at all; styles from the embedded sheet only; forms post
+	// back here; no framing (clickjacking of the write buttons).
+	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; "+
+		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	// Same-origin requests keep their Referer (the write check reads it);
+	// nothing of the UI's URLs leaks to the trace links.
+	hd.Set("Referrer-Policy", "same-origin")
+	if r.URL.Path == "" {
+		// Mounted as StripPrefix("/tenure", h) and asked for "/tenure":
+		// the pages' relative links need the trailing slash.
+		seg := r.URL.RawPath
+		if seg == "" {
+			p := strings.TrimSuffix(requestPath(r), "/")
+			seg = p[strings.LastIndex(p, "/")+1:]
+		}
+		redirect(w, seg+"/")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *handler) style(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(h.css)
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.fail(w, r, http.StatusNotFound, "No such page", fmt.Errorf("nothing lives at %s", r.URL.Path))
+}
+
+// requestPath is the path the client asked for, before any StripPrefix.
+func requestPath(r *http.Request) string {
+	p := r.RequestURI
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" || p[0] != '/' { // absolute-form request, or a test's bare request
+		return r.URL.Path
+	}
+	return p
+}
+
+// prefix is the path the handler is mounted at, with its trailing slash:
+// the cookies' path.
+func prefix(r *http.Request) string {
+	full := requestPath(r)
+	p, ok := strings.CutSuffix(full, r.URL.Path)
+	if !ok {
+		return "/"
+	}
+	return p + "/"
+}
+
+// root is the relative path from the page asked for to the handler's root:
+// "" for /failures, "../" for /runs/{id}, so that links need no prefix.
+func root(r *http.Request) string {
+	return strings.Repeat("../", max(strings.Count(r.URL.Path, "/")-1, 0))
+}
+
+// redirect answers 303 See Other with a relative Location, which the
+// browser resolves against the URL it asked for, prefix included
+// (http.Redirect would make it absolute from the stripped path).
+func redirect(w http.ResponseWriter, location string) {
+	w.Header().Set("Location", location)
+	w.WriteHeader(http.StatusSeeOther)
+}
