@@ -403,7 +403,11 @@ func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 		c.mark(kindSlept, i)
 		x := &c.slept
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
-		x.dueMS = append(x.dueMS, (m.Due - time.Since(m.Began)).Milliseconds())
+		var due time.Duration // a recorded sleep's wake: its row exists, only completed
+		if !m.Began.IsZero() {
+			due = m.Due - time.Since(m.Began)
+		}
+		x.dueMS = append(x.dueMS, due.Milliseconds())
 		x.beganMS, x.wokeMS = append(x.beganMS, ago(m.Began)), append(x.wokeMS, ago(m.Woke))
 	}
 	if m := w.Mark; m != nil {
