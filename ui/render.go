@@ -39,6 +39,15 @@ var funcs = template.FuncMap{
 	"deref":    func(t *time.Time) time.Time { return *t },
 	"derefd":   func(d *time.Duration) time.Duration { return *d },
 	"add":      func(a, b float64) float64 { return a + b },
+	"plural":   plural,
+}
+
+// plural is "1 error", "2 errors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // parsePages parses each page with the layout: one template set per page,
