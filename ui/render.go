@@ -42,12 +42,13 @@ var funcs = template.FuncMap{
 	"plural":   plural,
 }
 
-// plural is "1 error", "2 errors".
-func plural(n int, noun string) string {
-	if n == 1 {
+// plural is "1 error", "2 errors", for any integer n.
+func plural(n any, noun string) string {
+	s := fmt.Sprint(n)
+	if s == "1" {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return s + " " + noun + "s"
 }
 
 // parsePages parses each page with the layout: one template set per page,
