@@ -249,9 +249,13 @@ func TestKill_SignalsOfOneNameAreConsumedInOrderOnceEachAcrossACrash(t *testing.
 		if got, want := e.signals(id), []sentSignal{{"next", "A", 1}, {"next", "B", 3}}; !slices.Equal(got, want) {
 			t.Errorf("run %s signals %v, want %v", id, got, want)
 		}
-		want := []attempt{{"lost", "doomed", 1, false}, {"succeeded", "rescuer", 2, true}}
-		if got := e.attempts(id, 2); !slices.Equal(got, want) {
-			t.Errorf("run %s step 2 attempts %v, want %v", id, got, want)
+		// The epochs depend on whether the doomed worker reached the first
+		// Receive before A was sent (it then waited, and was claimed again):
+		// only their order is fixed.
+		got := e.attempts(id, 2)
+		if len(got) != 2 || got[0].status != "lost" || got[0].worker != "doomed" || got[0].rescue ||
+			got[1].status != "succeeded" || got[1].worker != "rescuer" || !got[1].rescue || got[1].epoch <= got[0].epoch {
+			t.Errorf("run %s step 2 attempts %v, want the doomed worker's lost, then the rescuer's rescue at a later epoch", id, got)
 		}
 		if n := e.invocations(id, 2); n != 2 {
 			t.Errorf("run %s step 2 invoked %d times, want 2 (the lost attempt and its rescue)", id, n)
