@@ -114,7 +114,7 @@ func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time)
 		e.steps[n] = store.Step{Step: n, Kind: store.KindSleep, Activity: string(store.KindSleep), Status: store.StepWaiting}
 	}
 	if left > e.w.cfg.MaxInProcessSleep {
-		e.suspend(store.Release{WaitFor: "sleep", UntilStep: n}, "sleep")
+		e.suspend(store.Release{WaitFor: "sleep", UntilStep: n}, "sleep", left)
 	}
 	if left > 0 {
 		if err := e.sleepInProcess(ctx, left, store.Write{Release: &store.Release{WaitFor: "sleep", UntilStep: n}}); err != nil {
@@ -169,11 +169,17 @@ func (e *execution) handOver(w store.Write, why string) {
 }
 
 // suspend releases the lease for a durable wait and ends the goroutine.
-func (e *execution) suspend(rel store.Release, what string) {
+// due is how long until the run is due again (a sleep's due time, a
+// receive's timeout; 0 for none): a worker's poll would find it up to a
+// PollInterval late, so a near one is woken at its time (wakeAt).
+func (e *execution) suspend(rel store.Release, what string, due ...time.Duration) {
 	e.ending.Store(true)
 	if _, err := e.write(store.Write{Release: &rel}); err != nil {
 		e.writeFailed("suspend run ("+what+")", err)
 		exit()
+	}
+	if len(due) > 0 {
+		e.w.wakeAt(due[0])
 	}
 	e.w.suspended.Add(1)
 	e.end = SegmentEnd{Outcome: SegmentSuspended}
@@ -214,7 +220,11 @@ func (e *execution) Receive(ctx context.Context, name string, timeout time.Durat
 	// None yet: wait without the lease. A send wakes the run at once; a
 	// send that committed before this release is seen by it (the release
 	// wakes the run again at once).
-	e.suspend(store.Release{WaitFor: "signal:" + name, UntilStep: n}, "signal")
+	due := time.Duration(0)
+	if m.DueIn != store.NoDue {
+		due = m.DueIn
+	}
+	e.suspend(store.Release{WaitFor: "signal:" + name, UntilStep: n}, "signal", due)
 	panic("unreachable")
 }
 

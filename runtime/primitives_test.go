@@ -793,3 +793,30 @@ func TestSleep_ShortSleepHandedOverAtShutdownKeepsItsDueTime(t *testing.T) {
 		t.Fatalf("woke at %s, before its due time %s", woke, due)
 	}
 }
+
+// A receive's timeout shorter than the poll interval fires on time: the
+// worker that suspended the run wakes its claim loop at the due time
+// instead of leaving it to the next poll.
+func TestSignal_AShortTimeoutFiresOnTimeNotAtTheNextPoll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := sdk.NewWorkflow("impatient", func(ctx context.Context, _ int) (string, error) {
+		_, err := sdk.Receive[int](ctx, "answer", 300*time.Millisecond)
+		if errors.Is(err, sdk.ErrTimeout) {
+			return "timed out", nil
+		}
+		return "answered", err
+	})
+	cfg := e.config()
+	cfg.PollInterval = 3 * time.Second
+	e.worker(cfg, wf)
+	began := time.Now()
+	r, _ := sdk.Start(e.ctx, e.client, wf, 0)
+	out, err := result(t, r)
+	if err != nil || out != "timed out" {
+		t.Fatalf("result %q, %v", out, err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Fatalf("a 300 ms timeout took %s with a 3 s poll interval", took)
+	}
+}

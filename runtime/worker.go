@@ -78,10 +78,11 @@ type Worker struct {
 	// once, from the context of Run or Start, before any run is claimed.
 	overrides override.Table
 
-	wake      chan struct{} // a slot freed or a run was announced
-	stopClaim chan struct{} // closed when the worker stops taking new runs
-	names     []string      // the registered workflows, sorted, once started
-	id        uuid.UUID     // the worker process's ID in the registry
+	wake      chan struct{}        // a slot freed or a run was announced
+	stopClaim chan struct{}        // closed when the worker stops taking new runs
+	names     []string             // the registered workflows, sorted, once started
+	timers    map[*time.Timer]bool // wakeAt's, stopped with the worker (under mu)
+	id        uuid.UUID            // the worker process's ID in the registry
 	// registryOff is set when the worker cannot write its registry row.
 	registryOff atomic.Bool
 	stopOnce    sync.Once
@@ -360,6 +361,12 @@ func (w *Worker) stop() {
 	w.stopOnce.Do(func() {
 		w.draining.Store(true)
 		close(w.stopClaim)
+		w.mu.Lock()
+		for t := range w.timers {
+			t.Stop()
+		}
+		w.timers = nil
+		w.mu.Unlock()
 	})
 }
 
@@ -435,6 +442,32 @@ func (w *Worker) signal() {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wakeAt wakes the claim loop d from now, when that is sooner than its next
+// poll could be: a run it suspended until then (a receive's timeout, a
+// sleep) is claimed on time rather than up to a PollInterval late. Later
+// times are left to the poll; the timers stop with the worker.
+func (w *Worker) wakeAt(d time.Duration) {
+	if d <= 0 || d > w.cfg.PollInterval {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.draining.Load() {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d+time.Millisecond, func() { // just after the due time, by the database's clock too
+		w.signal()
+		w.mu.Lock()
+		delete(w.timers, t)
+		w.mu.Unlock()
+	})
+	if w.timers == nil {
+		w.timers = map[*time.Timer]bool{}
+	}
+	w.timers[t] = true
 }
 
 // claimLoop claims runs while there are free slots, until stopped. While
