@@ -34,7 +34,7 @@ func parseAge(s string) (time.Duration, error) {
 	}
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
-		if err != nil || days < 0 {
+		if err != nil || days < 0 || days > 36500 {
 			return 0, fmt.Errorf("invalid age %q: want e.g. 1h, 24h, 7d", s)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
@@ -61,7 +61,9 @@ func readFailureQuery(v url.Values) failureQuery {
 	if v.Get("group") == "1" {
 		q.Group = true
 		q.Fingerprint = operator.Fingerprint{Workflow: v.Get("fp_workflow"), Activity: v.Get("fp_activity"),
-			Reason: policy.Reason(v.Get("fp_reason")), ErrorType: v.Get("fp_type"), Message: v.Get("fp_message")}
+			Reason: policy.Reason(v.Get("fp_reason")), ErrorType: v.Get("fp_type"),
+			// Browsers send a form value's line breaks as CR LF.
+			Message: strings.ReplaceAll(v.Get("fp_message"), "\r\n", "\n")}
 	}
 	return q
 }

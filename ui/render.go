@@ -109,7 +109,16 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, title
 	if errors.Is(err, context.DeadlineExceeded) {
 		status = http.StatusGatewayTimeout
 	}
-	h.render(w, r, status, "error", page{Title: title, Data: errorPage{Status: status, Message: err.Error()}})
+	msg := err.Error()
+	if status >= 500 {
+		// The database's words (hosts, users, SQL) stay in the log: the
+		// pages are readable by whoever reaches the UI.
+		msg = "the database did not answer as expected; the UI's log has the details"
+		if status == http.StatusGatewayTimeout {
+			msg = "the database did not answer in time; try again, or narrow the filter"
+		}
+	}
+	h.render(w, r, status, "error", page{Title: title, Data: errorPage{Status: status, Message: msg}})
 }
 
 // orphans returns the orphaned runs for the banner, from a result at most

@@ -221,7 +221,7 @@ func (h *handler) cancelRun(w http.ResponseWriter, r *http.Request, who string) 
 		h.render(w, r, http.StatusOK, "cancel", page{Title: "Cancel run", Nav: "runs", Data: cancelPage{Run: run}})
 		return
 	}
-	requested, err := h.op.Cancel(r.Context(), id, "ui:"+who+": "+r.PostFormValue("note"))
+	requested, err := h.op.Cancel(r.Context(), id, auditNote(who, r.PostFormValue("note")))
 	if errors.Is(err, operator.ErrFinished) {
 		h.fail(w, r, http.StatusConflict, "Cancel", err)
 		return

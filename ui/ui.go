@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -48,6 +49,12 @@ type Config struct {
 	// "{span_id}" are replaced by the attempt's recorded IDs, e.g.
 	// "https://tempo.example/trace/{trace_id}?span={span_id}".
 	TraceURL string
+	// AllowedHosts, when not empty, are the only Host headers the UI
+	// answers (with or without a port): a UI on a loopback address must
+	// refuse the others, or any web page its user visits could read it
+	// through DNS rebinding. tenure ui sets it to its own address and the
+	// loopback names. Empty: every host (the host application decides).
+	AllowedHosts []string
 	// Logger receives the write actions (who, what, how many) and errors;
 	// nil discards them.
 	Logger *slog.Logger
@@ -130,6 +137,10 @@ func (h *handler) routes() {
 
 // ServeHTTP sets the headers every answer carries and dispatches.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r.Host) {
+		http.Error(w, "tenure ui: this host name is not one the UI serves (ui.Config.AllowedHosts)", http.StatusMisdirectedRequest)
+		return
+	}
 	hd := w.Header()
 	// No script at all; styles from the embedded sheet only; forms post
 	// back here; no framing (clickjacking of the write buttons).
@@ -152,6 +163,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether the UI answers requests for host.
+func (h *handler) hostAllowed(host string) bool {
+	if len(h.cfg.AllowedHosts) == 0 {
+		return true
+	}
+	name := host
+	if n, _, err := net.SplitHostPort(host); err == nil {
+		name = n
+	}
+	name = strings.Trim(name, "[]")
+	for _, a := range h.cfg.AllowedHosts {
+		if strings.EqualFold(strings.Trim(a, "[]"), name) || strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *handler) style(w http.ResponseWriter, r *http.Request) {

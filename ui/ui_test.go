@@ -157,8 +157,8 @@ func (f *fixture) post(path string, form url.Values, o postOpts) *httptest.Respo
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	if !o.noCSRF || o.csrf != "" {
-		for _, c := range f.cookie {
+	for _, c := range f.cookie {
+		if c.Name != "tenure_csrf" || !o.noCSRF || o.csrf != "" {
 			req.AddCookie(c)
 		}
 	}
@@ -232,3 +232,37 @@ func newPost(target string, form url.Values) *http.Request {
 }
 
 func htmlUnescape(s string) string { return html.UnescapeString(s) }
+
+// A UI with AllowedHosts refuses other host names (DNS rebinding); a
+// script with the bearer token writes without the browser's CSRF dance;
+// an error of the database is not shown on the page.
+func TestUI_HostsBearerScriptsAndErrorPages(t *testing.T) {
+	t.Parallel()
+	op := newFixture(t, ui.Config{}).op
+	h, err := ui.New(ui.Config{Operator: op, Writes: true, Token: testToken, AllowedHosts: []string{"127.0.0.1", "localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(host string) int {
+		req := httptest.NewRequest(http.MethodGet, "/workers", nil)
+		req.Host = host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := get("127.0.0.1:8080"); code != http.StatusOK {
+		t.Fatalf("loopback host: %d", code)
+	}
+	if code := get("rebind.attacker.example:8080"); code != http.StatusMisdirectedRequest {
+		t.Fatalf("another host name: %d, want 421", code)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/runs/"+uuid.NewString()+"/cancel", strings.NewReader("confirm=1"))
+	req.Host = "127.0.0.1:8080"
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code == http.StatusForbidden {
+		t.Fatalf("a bearer script was refused: %d\n%s", w.Code, w.Body.String())
+	}
+}

@@ -80,9 +80,17 @@ func TestWrites_NeedCSRFAndSameOrigin(t *testing.T) {
 	id := f.fabricate(failedOrder)[0]
 	path := "runs/" + id.String() + "/requeue"
 	confirm := url.Values{"confirm": {"1"}}
-	want(t, f.post(path, confirm, postOpts{noCSRF: true}), http.StatusForbidden, `CSRF`)
-	want(t, f.post(path, confirm, postOpts{csrf: strings.Repeat("ab", 32)}), http.StatusForbidden, `CSRF`)
-	want(t, f.post(path, confirm, postOpts{origin: "https://evil.example"}), http.StatusForbidden, `evil.example`)
+	// A browser's session (the cookie /login sets), not a script's bearer
+	// token: only a browser can be made to post by another site.
+	for _, c := range f.get("login?token=" + testToken).Result().Cookies() {
+		if c.Name == "tenure_session" {
+			f.cookie = append(f.cookie, c)
+		}
+	}
+	browser := func(o postOpts) postOpts { o.noToken = true; return o }
+	want(t, f.post(path, confirm, browser(postOpts{noCSRF: true})), http.StatusForbidden, `CSRF`)
+	want(t, f.post(path, confirm, browser(postOpts{csrf: strings.Repeat("ab", 32)})), http.StatusForbidden, `CSRF`)
+	want(t, f.post(path, confirm, browser(postOpts{origin: "https://evil.example"})), http.StatusForbidden, `evil.example`)
 	if f.status(id) != sdk.RunFailed || len(f.auditRows()) != 0 {
 		t.Fatal("a refused write changed something")
 	}

@@ -25,6 +25,7 @@ func (a *app) uiCommand() *cobra.Command {
 	var (
 		addr, token, traceURL string
 		write, hidePayloads   bool
+		hosts                 []string
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -67,8 +68,15 @@ It stops on SIGINT or SIGTERM, letting requests in flight finish.`,
 				_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 				token, generated = hex.EncodeToString(b[:]), true
 			}
+			// Only this address's names: a page of another site that
+			// rebinds its name to 127.0.0.1 is refused (DNS rebinding).
+			listenHost, _, _ := net.SplitHostPort(addr)
+			allowed := append([]string{"localhost", "127.0.0.1", "::1"}, hosts...)
+			if listenHost != "" {
+				allowed = append(allowed, listenHost)
+			}
 			h, err := ui.New(ui.Config{Operator: op, Writes: write, Token: token, HidePayloads: hidePayloads,
-				TraceURL: traceURL, Logger: slog.New(slog.NewTextHandler(a.stderr, nil))})
+				TraceURL: traceURL, AllowedHosts: allowed, Logger: slog.New(slog.NewTextHandler(a.stderr, nil))})
 			if err != nil {
 				return usageError{err}
 			}
@@ -96,6 +104,7 @@ It stops on SIGINT or SIGTERM, letting requests in flight finish.`,
 	cmd.Flags().StringVar(&token, "token", "", "token the write actions need (default $TENURE_UI_TOKEN, else generated)")
 	cmd.Flags().BoolVar(&hidePayloads, "hide-payloads", false, "never show inputs and outputs")
 	cmd.Flags().StringVar(&traceURL, "trace-url", "", "trace link template with {trace_id} and {span_id}")
+	cmd.Flags().StringSliceVar(&hosts, "allowed-host", nil, "another host name the UI answers to (behind a proxy, say); loopback names and --addr's are always allowed")
 	return cmd
 }
 
