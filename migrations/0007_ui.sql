@@ -72,3 +72,7 @@ BEGIN
     RETURN did;
 END
 $$;
+
+-- A run's audit rows (its page's requeue and cancel history), without a scan
+-- of the whole log.
+CREATE INDEX audit_log_run_ids_idx ON {schema}.audit_log USING gin (run_ids);

@@ -126,16 +126,25 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, title
 // An error shows no banner (the workers page says it).
 func (h *handler) orphans(ctx context.Context) []operator.Orphans {
 	h.orphanMu.Lock()
-	defer h.orphanMu.Unlock()
-	if time.Since(h.orphanAt) < orphanTTL {
-		return h.orphanList
+	if time.Since(h.orphanAt) < orphanTTL || h.orphanBusy {
+		// Fresh, or being refreshed by another request: no page waits for
+		// the query but the one that runs it.
+		list := h.orphanList
+		h.orphanMu.Unlock()
+		return list
 	}
+	h.orphanBusy = true
+	h.orphanMu.Unlock()
 	list, err := h.op.Orphans(ctx)
+	h.orphanMu.Lock()
+	defer h.orphanMu.Unlock()
+	h.orphanBusy = false
+	h.orphanAt = time.Now() // a failure is not retried by every page either
 	if err != nil {
 		h.log.Warn("ui: orphaned runs", "err", err)
 		return h.orphanList
 	}
-	h.orphanList, h.orphanAt = list, time.Now()
+	h.orphanList = list
 	return list
 }
 

@@ -78,6 +78,7 @@ type handler struct {
 	orphanMu   sync.Mutex
 	orphanAt   time.Time
 	orphanList []operator.Orphans
+	orphanBusy bool // a request is refreshing orphanList
 }
 
 // New returns the UI as an http.Handler that serves its pages at the root

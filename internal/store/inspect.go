@@ -176,7 +176,7 @@ func (s *Store) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry,
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT id, at, actor, action, runs, failures, filter, coalesce(run_ids, '{}'), coalesce(note, '')
 		FROM {schema}.audit_log
-		WHERE $1 = ANY (run_ids)
+		WHERE run_ids @> ARRAY[$1::uuid] -- audit_log_run_ids_idx
 		ORDER BY id`), uuidArg(runID))
 	if err != nil {
 		return nil, s.wrap("read audit log", err)
