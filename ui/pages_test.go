@@ -176,3 +176,21 @@ func mustRequest(method, target string) *http.Request {
 	req.RequestURI = target
 	return req
 }
+
+// A run with more steps than a page shows lists the last ones and says how
+// many it left out.
+func TestRunPage_ShowsTheLastStepsOfALongRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, ui.Config{})
+	id := f.fabricate(failedOrder)[0]
+	if _, err := f.pool.Exec(t.Context(), strings.ReplaceAll(`
+		INSERT INTO {schema}.steps (run_id, step, activity, kind, status, output, policy, finished_at)
+		SELECT $1, 100 + i, 'now', 'now', 'completed', to_jsonb(now()), '{}', now() FROM generate_series(1, 510) AS i`,
+		"{schema}", f.schema), id); err != nil {
+		t.Fatal(err)
+	}
+	body := want(t, f.get("runs/"+id.String()), http.StatusOK, `data-testid="hidden-steps"`)
+	if !strings.Contains(body, "earlier steps not shown") {
+		t.Fatalf("no count of the steps left out:\n%s", firstLines(body, 60))
+	}
+}

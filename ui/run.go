@@ -28,7 +28,14 @@ type runPage struct {
 	CanRequeue bool
 	CanCancel  bool
 	Cancelled  string
+	// HiddenSteps and HiddenAttempts count the earliest steps and attempts
+	// not shown (a page shows the last maxShown of each).
+	HiddenSteps, HiddenAttempts int
 }
+
+// maxShown is how many steps, and attempts, a run page shows at most: the
+// last ones, where a failure is. tenure runs show --json has them all.
+const maxShown = 500
 
 // stepView is a step with its policy explained.
 type stepView struct {
@@ -94,24 +101,23 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	p := runPage{Run: run, Input: h.payload(run.Input), Output: h.payload(run.Output), Audit: audit, Children: children,
+	var hiddenSteps, hiddenAttempts int
+	if n := len(steps); n > maxShown {
+		hiddenSteps, steps = n-maxShown, steps[n-maxShown:]
+	}
+	if n := len(attempts); n > maxShown {
+		hiddenAttempts, attempts = n-maxShown, attempts[n-maxShown:]
+	}
+	p := runPage{Run: run, HiddenSteps: hiddenSteps, HiddenAttempts: hiddenAttempts, Input: h.payload(run.Input), Output: h.payload(run.Output), Audit: audit, Children: children,
 		CanRequeue: h.cfg.Writes && run.Status == sdk.RunFailed,
 		CanCancel:  h.cfg.Writes && (run.Status == sdk.RunQueued || run.Status == sdk.RunRunning),
 		Cancelled:  r.URL.Query().Get("cancelled"),
 		Timeline:   h.buildTimeline(run, steps, attempts, now)}
 	counts := map[int]int{}
-	budget := map[int]int{}
-	for _, s := range steps {
-		budget[s.Step] = s.BudgetFrom
-	}
-	for _, a := range attempts {
+	for _, a := range attempts { // duration and budget as the attempt_timeline view gives them
 		counts[a.Step]++
-		end := now
-		if a.EndedAt != nil {
-			end = *a.EndedAt
-		}
-		p.Attempts = append(p.Attempts, attemptView{Attempt: a, Duration: end.Sub(a.StartedAt), TraceHref: h.traceLink(a),
-			InBudget: a.Attempt > budget[a.Step]})
+		p.Attempts = append(p.Attempts, attemptView{Attempt: a, Duration: a.Duration, TraceHref: h.traceLink(a),
+			InBudget: a.InBudget})
 	}
 	for _, s := range steps {
 		v := stepView{Step: s, Attempts: counts[s.Step]}
