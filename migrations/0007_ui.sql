@@ -76,3 +76,30 @@ $$;
 -- A run's audit rows (its page's requeue and cancel history), without a scan
 -- of the whole log.
 CREATE INDEX audit_log_run_ids_idx ON {schema}.audit_log USING gin (run_ids);
+
+-- requeue_failure_ids requeues the runs whose open failure rows are exactly
+-- those named (a preview's rows), with one audit_log row: a run that was
+-- requeued meanwhile, and may have failed again with another failure row,
+-- is left alone. The failure rows and their runs are locked first, so a
+-- concurrent requeue is either before (its row is no longer open) or after.
+-- The audit row's filter is the one given (what the person selected), with
+-- the failure IDs. Returns the runs it put back.
+CREATE FUNCTION {schema}.requeue_failure_ids(failure_ids bigint[], note text DEFAULT NULL, filter jsonb DEFAULT '{}')
+RETURNS SETOF uuid
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    ids uuid[];
+BEGIN
+    SELECT coalesce(array_agg(f.run_id), '{}') INTO ids
+    FROM (SELECT f.run_id FROM {schema}.failures f JOIN {schema}.runs r ON r.id = f.run_id
+          WHERE f.id = ANY (failure_ids) AND f.requeued_at IS NULL AND r.status = 'failed'
+          FOR UPDATE OF f, r) AS f;
+    ids := ARRAY(SELECT q.run_id FROM {schema}._requeue(ids) AS q);
+    IF cardinality(ids) > 0 THEN
+        INSERT INTO {schema}.audit_log (action, runs, filter, run_ids, note)
+        VALUES ('requeue', cardinality(ids),
+                coalesce(filter, '{}') || jsonb_build_object('failure_ids', to_jsonb(failure_ids)), ids, note);
+    END IF;
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;

@@ -54,3 +54,18 @@ func (op *Operator) RequeueFailures(ctx context.Context, f RequeueFilter, o Requ
 	}
 	return op.store.RequeueFailures(ctx, f, o)
 }
+
+// RequeueFailureIDs requeues the runs whose open failure rows are exactly
+// failureIDs (Failure.ID, as a preview listed them), with one audit_log row
+// carrying note. A run requeued meanwhile, which may have failed again with
+// another failure row, is left alone: what is put back is a subset of what
+// was previewed. filter, recorded in the audit row beside the IDs, says how
+// they were selected (nil for none). It returns the runs it put back.
+func (op *Operator) RequeueFailureIDs(ctx context.Context, failureIDs []int64, note string, filter map[string]string) ([]uuid.UUID, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.RequeueFailureIDs(ctx, failureIDs, note, filter)
+}

@@ -3,7 +3,6 @@ package ui
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -199,7 +198,7 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	n, err := h.requeueSet(r, q, f, rows, auditNote(who, p.Note))
+	n, err := h.requeueSet(r, q, rows, auditNote(who, p.Note))
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
@@ -210,69 +209,26 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 	redirect(w, root(r)+"failures?"+v.Encode())
 }
 
-// requeueSet requeues exactly the runs of rows, each with its audit row
-// carrying note. When the filter alone (without the group and the key,
-// which requeue_failures cannot express) selects exactly these rows, it is
-// one call of requeue_failures, pinned before any newer failure, with one
-// audit row; otherwise one requeue_run per run. It returns how many runs it
-// put back (a run requeued meanwhile by someone else is not counted).
-func (h *handler) requeueSet(r *http.Request, q failureQuery, f operator.FailureGroupFilter, rows []operator.Failure, note string) (int, error) {
+// requeueSet requeues the runs of exactly the previewed failure rows, in one
+// statement with one audit row carrying note (requeue_failure_ids): a run
+// requeued meanwhile by someone else, which may have failed again with
+// another failure row, is left alone. It returns how many runs it put back.
+func (h *handler) requeueSet(r *http.Request, q failureQuery, rows []operator.Failure, note string) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	ctx := r.Context()
-	var newest time.Time
-	for _, row := range rows {
-		if row.FailedAt.After(newest) {
-			newest = row.FailedAt
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	filter := map[string]string{}
+	for k, v := range q.Values() {
+		if len(v) > 0 && v[0] != "" {
+			filter[k] = v[0]
 		}
 	}
-	rf := operator.RequeueFilter{Workflow: f.Workflow, Activity: f.Activity, Reason: f.Reason, Since: f.Since,
-		Until: newest.Add(time.Microsecond)}
-	if f.Fingerprint == nil && f.Key == "" {
-		plan, err := h.op.RequeueFailures(ctx, rf, operator.RequeueOptions{DryRun: true})
-		if err != nil {
-			return 0, err
-		}
-		if sameRuns(plan, rows) {
-			done, err := h.op.RequeueFailures(ctx, rf, operator.RequeueOptions{Note: note})
-			n := 0
-			for _, c := range done {
-				if c.Requeued {
-					n++
-				}
-			}
-			return n, err
-		}
-	}
-	n := 0
-	for _, row := range rows {
-		err := h.op.Requeue(ctx, row.RunID, note)
-		switch {
-		case errors.Is(err, operator.ErrNotFailed):
-			continue // requeued meanwhile by someone else
-		case err != nil:
-			return n, fmt.Errorf("requeued %d runs, then run %s: %w", n, row.RunID, err)
-		}
-		n++
-	}
-	return n, nil
-}
-
-func sameRuns(plan []operator.RequeueCandidate, rows []operator.Failure) bool {
-	if len(plan) != len(rows) {
-		return false
-	}
-	want := make(map[uuid.UUID]bool, len(rows))
-	for _, f := range rows {
-		want[f.RunID] = true
-	}
-	for _, c := range plan {
-		if !want[c.RunID] {
-			return false
-		}
-	}
-	return true
+	done, err := h.op.RequeueFailureIDs(r.Context(), ids, note, filter)
+	return len(done), err
 }
 
 // purgePage is the Data of the purge confirmation.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -219,4 +220,29 @@ func (e AuditEntry) String() string {
 		s += " (" + e.Note + ")"
 	}
 	return s
+}
+
+// RequeueFailureIDs requeues the runs whose open failure rows are exactly
+// failureIDs (a preview's), with one audit_log row carrying note; a run
+// requeued meanwhile is left alone. It returns the runs it put back (the SQL
+// function requeue_failure_ids).
+//
+// filter, recorded in the audit row beside the IDs, says how the failures
+// were selected (nil for none).
+func (s *Store) RequeueFailureIDs(ctx context.Context, failureIDs []int64, note string, filter map[string]string) ([]uuid.UUID, error) {
+	f, err := json.Marshal(filter)
+	if err != nil {
+		return nil, fmt.Errorf("requeue failures: encode filter: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT {schema}.requeue_failure_ids($1, nullif($2, ''), $3::text::jsonb)`),
+		failureIDs, note, string(f))
+	if err != nil {
+		return nil, s.wrap("requeue failures", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+		var id [16]byte
+		err := row.Scan(&id)
+		return uuid.UUID(id), err
+	})
+	return out, s.wrap("requeue failures", err)
 }

@@ -201,3 +201,37 @@ func TestFailRun_ALongErrorMessageFitsTheFingerprintIndex(t *testing.T) {
 		t.Fatalf("fingerprint of %d characters", n)
 	}
 }
+
+// RequeueFailureIDs puts back only the runs whose previewed failure row is
+// still open: a run requeued meanwhile, which failed again with another
+// failure row, is left alone.
+func TestRequeueFailureIDs_LeavesARunThatFailedAgainMeanwhile(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	h := newHistory(t, st)
+	a := h.run(outcome{workflow: "wf", activity: "x", errors: 1, reason: "non_retryable"})
+	b := h.run(outcome{workflow: "wf", activity: "x", errors: 1, reason: "non_retryable"})
+	idOf := func(run any) int64 {
+		return scalar[int64](t, st, `SELECT id FROM {schema}.failures WHERE run_id = $1 AND requeued_at IS NULL`, run)
+	}
+	fa, fb := idOf(a), idOf(b)
+	// Run b was requeued by someone else and failed again: a new open row.
+	for _, q := range []string{
+		`UPDATE {schema}.failures SET requeued_at = now() WHERE id = $1`,
+		`INSERT INTO {schema}.failures (run_id, workflow, reason) SELECT run_id, workflow, reason FROM {schema}.failures WHERE id = $1`,
+	} {
+		if _, err := st.Pool().Exec(t.Context(), replaceSchema(q, st.Schema()), fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := st.RequeueFailureIDs(t.Context(), []int64{fa, fb}, "INC-1", map[string]string{"workflow": "wf"})
+	if err != nil || len(done) != 1 || done[0] != a {
+		t.Fatalf("requeued %v, %v; want only run %s", done, err, a)
+	}
+	if s := scalar[string](t, st, `SELECT status FROM {schema}.runs WHERE id = $1`, b); s != "failed" {
+		t.Fatalf("run b is %s, want it left failed", s)
+	}
+	if f := scalar[string](t, st, `SELECT filter->>'workflow' FROM {schema}.audit_log ORDER BY id DESC LIMIT 1`); f != "wf" {
+		t.Fatalf("audit filter %q", f)
+	}
+}
