@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
+	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -53,4 +54,28 @@ func ExampleOperator_Schemas() {
 	}
 	fmt.Println(found, err)
 	// Output: true <nil>
+}
+
+// RequeueFailureIDs puts back exactly the failures a person looked at (a
+// preview's rows), with one audit row.
+func ExampleOperator_RequeueFailureIDs() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+	fabricate(pool, schema,
+		storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 1, Reason: sdk.ReasonNonRetryable},
+		storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 1, Reason: sdk.ReasonNonRetryable})
+	op, _ := operator.New(pool, operator.WithSchema(schema))
+	failures, _ := op.Failures(ctx, operator.FailureFilter{Activity: "charge"})
+	ids := make([]int64, len(failures))
+	for i, f := range failures {
+		ids[i] = f.ID
+	}
+	runs, err := op.RequeueFailureIDs(ctx, ids, "INC-12: charge fixed", map[string]string{"activity": "charge"})
+	fmt.Println(len(runs), err)
+	audit, _ := op.AuditLog(ctx, 1)
+	fmt.Println(audit[0].Action, audit[0].Runs, audit[0].Note)
+	// Output:
+	// 2 <nil>
+	// requeue 2 INC-12: charge fixed
 }
