@@ -43,40 +43,10 @@ type RunSummary struct {
 	Activity string
 }
 
-// ListRuns lists runs matching f, newest first.
+// ListRuns lists runs matching f, newest first: SearchRuns, the one run
+// listing.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]RunSummary, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT r.id, r.workflow, r.queue, coalesce(r.run_key, ''), r.status, coalesce(r.claimant, ''), r.epoch, r.requeues,
-		       r.created_at, r.updated_at, r.finished_at,
-		       (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint,
-		       coalesce(f.reason, ''), coalesce(f.step, 0), coalesce(f.activity, '')
-		FROM {schema}.runs r
-		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
-		WHERE ($1 = '' OR r.workflow = $1) AND ($2 = '' OR r.status = $2) AND ($3 = '' OR r.queue = $3)
-		  AND ($5 = '' OR r.run_key = $5)
-		ORDER BY r.created_at DESC, r.id DESC
-		LIMIT $4`), f.Workflow, string(f.Status), f.Queue, f.Limit, f.Key)
-	if err != nil {
-		return nil, s.wrap("list runs", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunSummary, error) {
-		var r RunSummary
-		var leftMS *int64
-		err := row.Scan(&r.ID, &r.Workflow, &r.Queue, &r.Key, &r.Status, &r.Claimant, &r.Epoch, &r.Requeues,
-			&r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &leftMS, &r.Reason, &r.Step, &r.Activity)
-		if leftMS != nil {
-			d := time.Duration(*leftMS) * time.Millisecond
-			r.LeaseLeft = &d
-		}
-		return r, err
-	})
-	if err != nil {
-		return nil, s.wrap("list runs", err)
-	}
-	return out, nil
+	return s.SearchRuns(ctx, RunSearch{Workflow: f.Workflow, Status: f.Status, Queue: f.Queue, Key: f.Key, Limit: f.Limit})
 }
 
 // StepRecord is one step of a run as recorded, with the effective policy of

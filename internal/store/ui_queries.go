@@ -272,6 +272,7 @@ func (s *Store) OpenFailures(ctx context.Context, f FailureGroupFilter, limit in
 type RunSearch struct {
 	Workflow      string
 	Status        RunStatus
+	Queue         string
 	Key           string
 	CreatedAfter  time.Time // created at or after
 	CreatedBefore time.Time // created before
@@ -296,6 +297,9 @@ func (s *Store) SearchRuns(ctx context.Context, q RunSearch) ([]RunSummary, erro
 	}
 	if q.Status != "" {
 		add("r.status = $%d", string(q.Status))
+	}
+	if q.Queue != "" {
+		add("r.queue = $%d", q.Queue)
 	}
 	if q.Key != "" {
 		add("r.run_key = $%d", q.Key)
