@@ -51,7 +51,7 @@ func (op *Operator) OpenFailures(ctx context.Context, f FailureGroupFilter, limi
 	return op.store.OpenFailures(ctx, f, limit)
 }
 
-// RunSearch selects runs for SearchRuns by workflow, status, key and
+// RunSearch selects runs for SearchRuns by workflow, status, queue, key and
 // creation time; zero fields match all. Limit 0 means 100.
 type RunSearch = store.RunSearch
 

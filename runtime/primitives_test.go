@@ -447,7 +447,10 @@ func TestCancel_DuringActivitySleepAndChild(t *testing.T) {
 		}
 		return 0, err
 	})
-	w := e.worker(e.config(), wf, child)
+	// Heartbeats too rare to carry the cancel: it must come by its notice.
+	cfg := e.config()
+	cfg.LeaseTTL, cfg.HeartbeatInterval = 60*time.Second, 20*time.Second
+	w := e.worker(cfg, wf, child)
 
 	act, _ := sdk.Start(e.ctx, e.client, wf, "activity")
 	<-started
@@ -458,8 +461,8 @@ func TestCancel_DuringActivitySleepAndChild(t *testing.T) {
 	if _, err := result(t, act); !errors.Is(err, sdk.ErrCancelled) {
 		t.Fatalf("cancelled during an activity: %v", err)
 	}
-	if took := time.Since(began); took > 2*time.Second {
-		t.Fatalf("cancel took %s to reach the activity and end the run", took)
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("cancel took %s to reach the activity and end the run: not by its notice (the next heartbeat is 20 s away)", took)
 	}
 	if c, _ := cause.Load().(error); !errors.Is(c, sdk.ErrCancelled) {
 		t.Fatalf("the activity's context cause %v, want sdk.ErrCancelled", c)
