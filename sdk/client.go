@@ -264,39 +264,30 @@ func GetEvent[T any](ctx context.Context, c *Client, runID uuid.UUID, key string
 	if timeout < 0 {
 		return v, fmt.Errorf("sdk.GetEvent(%q): negative timeout %s", key, timeout)
 	}
-	deadline := time.Now().Add(timeout)
-	done := c.notices.subscribe(c, runID)
-	defer c.notices.unsubscribe(runID, done, c.listenIdle)
-	for {
+	var e store.Event
+	read := func() (bool, error) {
 		sctx, cancel := c.bounded(ctx)
-		e, err := c.store.GetEvent(sctx, runID, key)
-		err = timedOut(sctx, err)
-		cancel()
-		if err != nil {
-			return v, err
-		}
-		if e.Found {
-			if err := json.Unmarshal(e.Value, &v); err != nil {
-				return v, fmt.Errorf("event %q of run %s: decode into %T: %w", key, runID, v, err)
-			}
-			return v, nil
-		}
-		if e.RunStatus.Terminal() {
-			return v, fmt.Errorf("event %q of run %s: the run is %s and never set it: %w", key, runID, e.RunStatus, ErrFinished)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return v, &TimeoutError{What: fmt.Sprintf("event %q of run %s", key, runID), Timeout: timeout}
-		}
-		timer := time.NewTimer(min(c.poll, left))
-		select {
-		case <-done:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		if err := ctx.Err(); err != nil {
-			return v, err
-		}
+		defer cancel()
+		var err error
+		e, err = c.store.GetEvent(sctx, runID, key)
+		return err == nil && (e.Found || e.RunStatus.Terminal()), timedOut(sctx, err)
 	}
+	var err error
+	if timeout == 0 {
+		_, err = read() // only read
+	} else {
+		err = c.await(ctx, runID, timeout, read)
+	}
+	switch {
+	case errors.Is(err, errAwaitTimeout) || (err == nil && !e.Found && !e.RunStatus.Terminal()):
+		return v, &TimeoutError{What: fmt.Sprintf("event %q of run %s", key, runID), Timeout: timeout}
+	case err != nil:
+		return v, err
+	case !e.Found:
+		return v, fmt.Errorf("event %q of run %s: the run is %s and never set it: %w", key, runID, e.RunStatus, ErrFinished)
+	}
+	if err := json.Unmarshal(e.Value, &v); err != nil {
+		return v, fmt.Errorf("event %q of run %s: decode into %T: %w", key, runID, v, err)
+	}
+	return v, nil
 }

@@ -90,17 +90,39 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 	if err := c.ready(ctx); err != nil {
 		return store.Run{}, err
 	}
+	var row store.Run
+	err := c.await(ctx, id, 0, func() (bool, error) {
+		var err error
+		row, err = c.getRun(ctx, id)
+		return err == nil && row.Status.Terminal(), err
+	})
+	return row, err
+}
+
+// await calls check until it reports done (or fails), again at each notice
+// about run id on the done channel and at the client's poll interval, for
+// up to timeout (0: until ctx ends). It returns ctx's error when ctx ends
+// first, and errAwaitTimeout when the timeout passes.
+func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration, check func() (bool, error)) error {
 	done := c.notices.subscribe(c, id)
 	defer c.notices.unsubscribe(id, done, c.listenIdle)
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	for {
-		row, err := c.getRun(ctx, id)
-		if err != nil {
-			return store.Run{}, err
+		if ok, err := check(); ok || err != nil {
+			return err
 		}
-		if row.Status.Terminal() {
-			return row, nil
+		next := c.poll
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return errAwaitTimeout
+			}
+			next = min(next, left)
 		}
-		timer := time.NewTimer(c.poll)
+		timer := time.NewTimer(next)
 		select {
 		case <-done:
 		case <-timer.C:
@@ -108,7 +130,10 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		}
 		timer.Stop()
 		if err := ctx.Err(); err != nil {
-			return store.Run{}, err
+			return err
 		}
 	}
 }
+
+// errAwaitTimeout is await's timeout.
+var errAwaitTimeout = errors.New("await: timed out")
