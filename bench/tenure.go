@@ -189,20 +189,7 @@ func tenureDrain(ctx context.Context, c config, m *meter) (res result, err error
 func tenureLatency(ctx context.Context, c config, m *meter) (res result, err error) {
 	n := c.runsC
 	res = result{Workload: "C", System: "tenure", Runs: n, Steps: 1, Workers: 1}
-	e, err := newTenureEnv(ctx, c)
-	if err != nil {
-		return res, err
-	}
-	defer e.close()
-	fleet, err := spawnWorkers(ctx, c, e.schema, 1)
-	if err != nil {
-		return res, err
-	}
-	defer fleet.kill()
-	if err := fleet.start(); err != nil {
-		return res, err
-	}
-	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+	return withWorkerProcess(ctx, c, m, res, func(e *tenureEnv) ([]time.Duration, error) {
 		return callers(ctx, n, 1, func(ctx context.Context, _ int) error {
 			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: 1})
 			if err != nil {
@@ -211,16 +198,7 @@ func tenureLatency(ctx context.Context, c config, m *meter) (res result, err err
 			_, err = r.Result(ctx)
 			return err
 		})
-	}); err != nil {
-		return res, err
-	}
-	stats, err := fleet.stop()
-	if err != nil {
-		return res, err
-	}
-	res.LeasesLost = &stats.LeasesLost
-	res.Completed, err = e.completed(ctx, e.pool)
-	return res, err
+	})
 }
 
 // tenureFleet is D: the runs are started first, then drained by 1, 2 and 4
@@ -292,22 +270,9 @@ func inputs(n, steps int) []benchIn {
 func tenureSignal(ctx context.Context, c config, m *meter) (res result, err error) {
 	n := c.runsC
 	res = result{Workload: "S", System: "tenure", Runs: n, Steps: 1, Workers: 1}
-	e, err := newTenureEnv(ctx, c)
-	if err != nil {
-		return res, err
-	}
-	defer e.close()
-	fleet, err := spawnWorkers(ctx, c, e.schema, 1)
-	if err != nil {
-		return res, err
-	}
-	defer fleet.kill()
-	if err := fleet.start(); err != nil {
-		return res, err
-	}
-	runs := pgx.Identifier{e.schema, "runs"}.Sanitize()
-	signals := pgx.Identifier{e.schema, "signals"}.Sanitize()
-	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
+	return withWorkerProcess(ctx, c, m, res, func(e *tenureEnv) ([]time.Duration, error) {
+		runs := pgx.Identifier{e.schema, "runs"}.Sanitize()
+		signals := pgx.Identifier{e.schema, "signals"}.Sanitize()
 		for range n {
 			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: 1, Signal: true})
 			if err != nil {
@@ -337,7 +302,27 @@ func tenureSignal(ctx context.Context, c config, m *meter) (res result, err erro
 			lat[i] = time.Duration(s * float64(time.Second))
 		}
 		return lat, err
-	}); err != nil {
+	})
+}
+
+// withWorkerProcess measures body against a fresh schema served by one
+// worker in a process of its own, idle until body starts runs, and adds the
+// worker's lost leases and the runs completed to res.
+func withWorkerProcess(ctx context.Context, c config, m *meter, res result, body func(e *tenureEnv) ([]time.Duration, error)) (_ result, err error) {
+	e, err := newTenureEnv(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	fleet, err := spawnWorkers(ctx, c, e.schema, 1)
+	if err != nil {
+		return res, err
+	}
+	defer fleet.kill()
+	if err := fleet.start(); err != nil {
+		return res, err
+	}
+	if err := m.measure(ctx, &res, func() ([]time.Duration, error) { return body(e) }); err != nil {
 		return res, err
 	}
 	stats, err := fleet.stop()
