@@ -823,3 +823,35 @@ func TestSignal_AShortTimeoutFiresOnTimeNotAtTheNextPoll(t *testing.T) {
 		t.Fatalf("a 300 ms timeout took %s with a 3 s poll interval", took)
 	}
 }
+
+// The policy for a parent that fails or completes while its child runs:
+// the child is left running (only a cancelled parent cancels its children).
+func TestChild_AParentThatFailsLeavesItsChildRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	waiter := sdk.NewWorkflow("waits-for-go", func(ctx context.Context, _ int) (int, error) {
+		return sdk.Receive[int](ctx, "go", 0)
+	})
+	parent := sdk.NewWorkflow("starts-and-fails", func(ctx context.Context, _ int) (string, error) {
+		if _, err := sdk.StartChild(ctx, waiter, 0); err != nil {
+			return "", err
+		}
+		return "", errors.New("the parent gives up")
+	})
+	e.worker(e.config(), parent, waiter)
+	r, _ := sdk.Start(e.ctx, e.client, parent, 0)
+	if _, err := result(t, r); err == nil {
+		t.Fatal("the parent did not fail")
+	}
+	kid := q[uuid.UUID](e, `SELECT id FROM {schema}.runs WHERE parent_run_id = $1`, r.ID)
+	eventually(t, "the child to wait for its signal", func() bool {
+		return q[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, kid) == "signal:go"
+	})
+	if st := e.runStatus(kid); st != "queued" {
+		t.Fatalf("child is %s after its parent failed, want it left waiting", st)
+	}
+	if err := e.client.Send(e.ctx, kid, "go", 5); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the child to complete", func() bool { return e.runStatus(kid) == "completed" })
+}
