@@ -235,3 +235,39 @@ func TestRequeueFailureIDs_LeavesARunThatFailedAgainMeanwhile(t *testing.T) {
 		t.Fatalf("audit filter %q", f)
 	}
 }
+
+// Sends to one run are numbered in the order they commit: a second send
+// waits for the first's transaction, so a signal's ID (the order of
+// consumption) never puts a later commit first.
+func TestSendSignal_SendsToOneRunAreNumberedInCommitOrder(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	l := claimN(t, st, 1)[0]
+	first, err := st.Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback(context.Background())
+	if _, err := st.SendSignal(t.Context(), first, l.RunID, "go", []byte(`"A"`)); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	go func() {
+		_, err := st.SendSignal(context.Background(), st.Pool(), l.RunID, "go", []byte(`"B"`))
+		committed <- err
+	}()
+	select {
+	case err := <-committed:
+		t.Fatalf("the second send committed while the first was open (%v): their IDs could disagree with their commits", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := first.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if got := scalar[string](t, st, `SELECT string_agg(payload #>> '{}', '' ORDER BY id) FROM {schema}.signals WHERE run_id = $1`, l.RunID); got != "AB" {
+		t.Fatalf("signals in ID order %q, want AB (commit order)", got)
+	}
+}
