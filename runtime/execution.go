@@ -331,14 +331,20 @@ func (e *execution) release(why string) { e.releaseAfter(0, why) }
 
 // releaseAfter hands the run back to the queue, due after delay.
 func (e *execution) releaseAfter(delay time.Duration, why string) {
+	e.handBack(store.Write{Release: &store.Release{Delay: delay}}, why, "due_in", delay)
+}
+
+// handBack writes w, which releases the run (with what else it records: a
+// durable wait), and counts and logs the hand-back.
+func (e *execution) handBack(w store.Write, why string, attrs ...any) {
 	e.ending.Store(true)
-	if _, err := e.write(store.Write{Release: &store.Release{Delay: delay}}); err != nil {
+	if _, err := e.write(w); err != nil {
 		e.writeFailed("release run", err)
 		return
 	}
 	e.w.released.Add(1)
 	e.end = SegmentEnd{Outcome: SegmentReleased}
-	e.log.Info("tenure: run handed back", "why", why, "due_in", delay)
+	e.log.Info("tenure: run handed back", append([]any{"why", why}, attrs...)...)
 }
 
 // write sends one write of the run, with the deferred checkpoint if there is

@@ -157,14 +157,7 @@ func (e *execution) sleepInProcess(ctx context.Context, d time.Duration, handove
 
 // handOver releases the run at shutdown, keeping the wait it is in.
 func (e *execution) handOver(w store.Write, why string) {
-	e.ending.Store(true)
-	if _, err := e.write(w); err != nil {
-		e.writeFailed("release run", err)
-		exit()
-	}
-	e.w.released.Add(1)
-	e.end = SegmentEnd{Outcome: SegmentReleased}
-	e.log.Info("tenure: run handed back", "why", why)
+	e.handBack(w, why)
 	exit()
 }
 
