@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -21,6 +20,7 @@ import (
 // run. It is called on the workflow goroutine, and may end that goroutine
 // (runtime.Goexit) when the run must unwind.
 func (e *execution) Step(ctx context.Context, act activities.Definition, input []byte, opts []policy.Option) ([]byte, error) {
+	declared := act
 	act = e.w.overrides.Apply(act) // a test's replacement function, if any
 	e.nextStep++
 	n := e.nextStep
@@ -42,7 +42,8 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	if seen && rec.Status == store.StepFailed {
 		return nil, e.replayedError(codec, n, rec)
 	}
-	pol, err := policy.Resolve(e.w.cfg.Defaults, act.Options(), opts)
+	// The policy is the declared activity's: a replacement keeps it.
+	pol, polJSON, err := e.w.policies.resolve(declared, opts)
 	if err == nil && pol.AtMostOnce && act.Transactional() {
 		err = activities.ErrAtMostOnceTx
 	}
@@ -52,7 +53,7 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	if err := e.cancelled(ctx, fmt.Sprintf("activity %q", act.Name()), n); err != nil {
 		return nil, err
 	}
-	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, rec: rec, codec: codec}
+	s := &stepRun{e: e, n: n, act: act, input: input, pol: pol, policyJSON: polJSON, rec: rec, codec: codec}
 	return s.run(ctx)
 }
 
@@ -90,7 +91,7 @@ type stepRun struct {
 	rec   store.Step        // zero for a new step
 	codec engine.ErrorCodec // the workflow's registered error types; nil if none
 
-	policyJSON []byte
+	policyJSON []byte // pol, as recorded on its attempts
 	attempt    int
 	b          budget
 	lastDelay  time.Duration
@@ -98,10 +99,6 @@ type stepRun struct {
 }
 
 func (s *stepRun) run(ctx context.Context) ([]byte, error) {
-	var err error
-	if s.policyJSON, err = json.Marshal(s.pol); err != nil {
-		return nil, fmt.Errorf("activity %q (step %d): encode policy: %w", s.act.Name(), s.n, err)
-	}
 	s.attempt = s.rec.LastAttempt
 	s.b = budget{attempts: s.rec.LastAttempt - s.rec.BudgetFrom, errors: s.rec.Errors, rescues: s.rec.Rescues}
 	s.lastDelay = s.rec.LastDelay

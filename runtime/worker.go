@@ -77,6 +77,7 @@ type Worker struct {
 	// overrides replaces activities' functions (package tenuretest); set
 	// once, from the context of Run or Start, before any run is claimed.
 	overrides override.Table
+	policies  *policies // the activities' resolved policies
 
 	wake      chan struct{}        // a slot freed or a run was announced
 	stopClaim chan struct{}        // closed when the worker stops taking new runs
@@ -127,6 +128,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		stopClaim: make(chan struct{}),
 		id:        uuid.New(),
 		done:      make(chan struct{}),
+		policies:  &policies{defaults: cfg.Defaults},
 	}
 	w.committer = committer.New(committer.Config{
 		Store: w.store, Connect: w.connect, Timeout: w.cfg.StatementTimeout,
