@@ -34,4 +34,5 @@ func ExampleMigrate() {
 	// 5 primitives true
 	// 6 workers true
 	// 7 ui true
+	// 8 lean_writes true
 }
