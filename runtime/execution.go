@@ -26,7 +26,7 @@ type execution struct {
 	lease  store.Lease
 	ctx    context.Context // cancelled on lost lease (errLeaseLost) or interrupt (errShutdown)
 	cancel context.CancelCauseFunc
-	log    *slog.Logger
+	log    *runLog
 
 	mu        sync.Mutex
 	lastRenew time.Time
@@ -76,7 +76,7 @@ func (w *Worker) newExecution(base context.Context, c store.Claimed, claimedAt t
 	e := &execution{
 		w: w, claim: c, lease: store.Lease{RunID: c.ID, Epoch: c.Epoch},
 		ctx: ctx, cancel: cancel, lastRenew: claimedAt, seg: seg,
-		log:    w.cfg.Logger.With("run_id", c.ID, "workflow", c.Workflow, "epoch", c.Epoch, "worker", w.cfg.Label),
+		log:    &runLog{base: w.cfg.Logger, attrs: []any{"run_id", c.ID, "workflow", c.Workflow, "epoch", c.Epoch, "worker", w.cfg.Label}},
 		counts: map[int]budget{},
 	}
 	e.wctx, e.wcancel = context.WithCancelCause(ctx)
@@ -130,7 +130,6 @@ type outcome struct {
 	err    error
 	panic  any
 	stack  []byte
-	exited bool // the goroutine unwound through runtime.Goexit: the executor already did the write
 }
 
 // run executes the claimed run to its next stopping point.
@@ -198,10 +197,8 @@ func (e *execution) run() {
 		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
 	}
 
-	o := e.invoke(wf)
+	o := e.invoke(wf) // does not return when the executor unwound the workflow (exit)
 	switch {
-	case o.exited:
-		return
 	case o.err != nil && e.cancelReq.Load():
 		// The workflow returned after its run's Cancel: the run ends
 		// cancelled, whatever the error (it is the cancellation's doing).
@@ -239,27 +236,29 @@ func (e *execution) run() {
 	}
 }
 
-// invoke runs the workflow function in a goroutine of its own, so that the
-// executor can unwind it with runtime.Goexit, and captures panics.
-func (e *execution) invoke(wf sdk.Definition) outcome {
-	done := make(chan outcome, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			if p := recover(); p != nil {
-				done <- outcome{panic: p, stack: debug.Stack()}
-				return
-			}
-			done <- outcome{exited: true}
-		}()
-		out, err := wf.Invoke(engine.WithExecutor(e.wctx, e), e.claim.Input)
-		returned = true
-		done <- outcome{output: out, err: err}
+// invoke runs the workflow function on the run's goroutine and captures
+// its panic. The executor unwinds the workflow with runtime.Goexit (exit):
+// then invoke does not return, the goroutine ends, and the run's deferred
+// clean-up (run's, and the claim loop's) is all that runs after it, as when
+// run returns on an outcome that says so. (The workflow had a goroutine of
+// its own until it was measured: a second goroutine and a channel per run,
+// and, parked beside the deep workflow stacks, shallow ones that kept the
+// runtime's adaptive starting stack size low, so that every run's stack
+// grew several times: 17% of a worker's CPU per one-step run.)
+func (e *execution) invoke(wf sdk.Definition) (o outcome) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if p := recover(); p != nil {
+			o = outcome{panic: p, stack: debug.Stack()}
+		}
+		// Else runtime.Goexit: the goroutine ends once the defers have run.
 	}()
-	return <-done
+	out, err := wf.Invoke(engine.WithExecutor(e.wctx, e), e.claim.Input)
+	returned = true
+	return outcome{output: out, err: err}
 }
 
 // runFailure turns the error a workflow returned into its failure row: a
@@ -466,3 +465,23 @@ func (e *execution) writeCtx() context.Context { return context.WithoutCancel(e.
 // exit unwinds the workflow goroutine: the run is suspended, released, failed
 // or lost, and the write that says so is already done (or refused).
 func exit() { goruntime.Goexit() }
+
+// runLog is a run's logger, with the run's attributes: built when the run
+// first logs, since most runs never do (slog's With formats its attributes
+// for the handler at once: 5% of a worker's CPU per one-step run when it
+// was built at every claim).
+type runLog struct {
+	once  sync.Once
+	base  *slog.Logger
+	attrs []any
+	l     *slog.Logger
+}
+
+func (r *runLog) logger() *slog.Logger {
+	r.once.Do(func() { r.l = r.base.With(r.attrs...) })
+	return r.l
+}
+
+func (r *runLog) Info(msg string, args ...any)  { r.logger().Info(msg, args...) }
+func (r *runLog) Warn(msg string, args ...any)  { r.logger().Warn(msg, args...) }
+func (r *runLog) Error(msg string, args ...any) { r.logger().Error(msg, args...) }
