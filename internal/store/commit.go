@@ -469,14 +469,46 @@ func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 // The fence of the step-level statements: the runs this batch still holds.
 // FOR KEY SHARE conflicts with the FOR UPDATE of claims and cancels (which
 // change the epoch) but not with the heartbeat's update of the lease expiry.
-// Each run is looked up by its primary key (LATERAL): a join could be
-// planned as a scan of every running run, whose cost grows with how many
-// runs all workers hold.
+// Each run is looked up by its primary key (LATERAL, and by its id and epoch
+// alone, so that no partial index of runs by status matches; OFFSET 0 keeps
+// the status condition from being pushed into it: with statistics taken
+// while no run was running, the planner read the whole of runs_lease_idx
+// for each row), its status checked on the row locked.
 const fence = `
 	f AS (
 		SELECT x.* FROM x, LATERAL (
-			SELECT FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
-			FOR KEY SHARE) AS held)`
+			SELECT r.status FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
+			OFFSET 0 FOR KEY SHARE) AS held
+		WHERE held.status = 'running')`
+
+// Steps and attempts updated by a commit are found one by one through their
+// primary key (a LATERAL per row of f; OFFSET 0 keeps the planner from
+// turning it into a join), then updated by their ctid: a join of the table
+// with f, UPDATE … FROM f WHERE key = f's key, was planned (measured, with
+// generic plans built while the tables were young) as a scan of the whole
+// table, for every commit. No other transaction updates these rows while
+// the run's fence holds its row, but a repeat of the same write on another
+// connection: when it committed during this statement, the UPDATE finds the
+// version it read updated and, rechecking it, a ctid that no longer
+// matches, and leaves it, which is right (the repeat did it). Runs, which
+// the heartbeat updates meanwhile, are not updated so (see endFence).
+const (
+	stepOfF = `f, LATERAL (SELECT k.ctid FROM {schema}.steps k
+	                      WHERE k.run_id = f.run_id AND k.step = f.step OFFSET 0) AS k`
+	attemptOfF = `f, LATERAL (SELECT k.ctid FROM {schema}.attempts k
+	                         WHERE k.run_id = f.run_id AND k.step = f.step AND k.attempt = f.attempt OFFSET 0) AS k`
+)
+
+// commitPlanner is the first statement of every commit, claim and renewal:
+// for its transaction, no sequential or bitmap scan, and generic plans.
+// Every statement of a commit reads its rows by key, one lookup per row (a
+// bitmap scan per lookup costs more than an index scan); a sequential scan
+// was chosen where the statistics were those of a young table, and kept in
+// the cached generic plan. Generic plans: a custom plan of the claim cost
+// more to plan (0.4 ms) than to run. set_config(…, true) lasts until the
+// transaction ends, which a batch sent outside a transaction is.
+const commitPlanner = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // A step's output and its attempt's success. Idempotent, like every part of
 // a commit: a write repeated after an ambiguous outcome finds the attempt
@@ -487,10 +519,10 @@ const sqlStepDone = `
 			AS x(run_id, epoch, step, attempt, output)),` + fence + `,
 	a AS (
 		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
-		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running'),
+		FROM ` + attemptOfF + ` WHERE a.ctid = k.ctid AND a.status = 'running'),
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.output, finished_at = now()
-		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
+		FROM ` + stepOfF + ` WHERE s.ctid = k.ctid AND s.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Attempts that ended without success, with the delay chosen before the next.
@@ -504,7 +536,7 @@ const sqlEndAttempt = `
 		SET status = f.status, ended_at = now(), error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), error_stack = nullif(f.error_stack, ''),
 		    delay_ms = f.delay_ms, delay_source = nullif(f.delay_source, '')
-		FROM f WHERE a.run_id = f.run_id AND a.step = f.step AND a.attempt = f.attempt AND a.status = 'running')
+		FROM ` + attemptOfF + ` WHERE a.ctid = k.ctid AND a.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Steps that gave up: the error is returned to the workflow again on replay,
@@ -517,7 +549,7 @@ const sqlFailStep = `
 		UPDATE {schema}.steps s
 		SET status = 'failed', reason = f.reason, error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), error_value = nullif(f.error_value, '')::jsonb, finished_at = now()
-		FROM f WHERE s.run_id = f.run_id AND s.step = f.step AND s.status = 'running')
+		FROM ` + stepOfF + ` WHERE s.ctid = k.ctid AND s.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Attempt rows, committed before their activities are invoked: an attempt
@@ -532,10 +564,12 @@ const sqlStartAttempt = `
 			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id)),
 	f AS (
 		SELECT x.*, held.reclaims FROM x, LATERAL (
-			SELECT r.reclaims FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
-			FOR KEY SHARE) AS held),
+			SELECT r.status, r.reclaims FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
+			OFFSET 0 FOR KEY SHARE) AS held
+		WHERE held.status = 'running'),
 	bs AS (
-		UPDATE {schema}.runs r SET reclaims = 0 FROM f WHERE r.id = f.run_id AND f.reclaims > 0),
+		UPDATE {schema}.runs r SET reclaims = 0
+		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.reclaims > 0),
 	st AS (
 		INSERT INTO {schema}.steps (run_id, step, activity, status, policy)
 		SELECT run_id, step, activity, 'running', policy FROM f
@@ -549,9 +583,15 @@ const sqlStartAttempt = `
 	SELECT st.run_id, f.epoch, extract(epoch FROM now() - st.first_started_at)::float8 * 1000 FROM st JOIN f USING (run_id)`
 
 // The fence of the statements that end runs: each run looked up by its
-// primary key and locked for the UPDATE that follows, which then finds it by
-// its primary key too (with the status in the UPDATE's own condition, the
-// planner could scan the partial index of every running run instead).
+// primary key (by id and epoch alone, as in fence) and locked for the
+// UPDATE that follows. That UPDATE finds each run through the primary key
+// too, by a join condition that cannot be hashed or merged, r.id >= f.run_id
+// AND r.id <= f.run_id (equality, as a range): the only join left is a
+// lookup per row of f. (With r.id = f.run_id, plans cached while the table
+// was small hashed f against a scan of the whole table, for every commit
+// after; with the ctid of the row locked, an UPDATE found nothing when a
+// heartbeat's renewal committed during the statement, as the version locked
+// is then one the statement's snapshot does not see.)
 //
 // Idempotent: a run found already in the status this statement gives it, at
 // the same epoch, was ended by this very write, committed by an earlier try
@@ -562,8 +602,9 @@ const sqlStartAttempt = `
 const endFence = `
 	f AS (
 		SELECT x.*, held.status AS was FROM x, LATERAL (
-			SELECT r.status FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status IN ('running', {ended})
-			FOR NO KEY UPDATE) AS held)`
+			SELECT r.status FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
+			OFFSET 0 FOR NO KEY UPDATE) AS held
+		WHERE held.status IN ('running', {ended}))`
 
 // endFenceFor is endFence for a statement that leaves runs in status ended.
 func endFenceFor(ended RunStatus) string {
@@ -578,7 +619,7 @@ var sqlCompleteRun = `
 		UPDATE {schema}.runs r
 		SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL
-		FROM f WHERE r.id = f.run_id AND f.was = 'running'
+		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.was = 'running'
 		RETURNING r.id, r.epoch, extract(epoch FROM now() - r.created_at)::float8 * 1000 AS ms)
 	SELECT id, epoch, ms FROM u
 	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
@@ -594,7 +635,7 @@ var sqlFailRun = `
 		UPDATE {schema}.runs r
 		SET status = 'failed', error_message = f.error_message, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL
-		FROM f WHERE r.id = f.run_id AND f.was = 'running'
+		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.was = 'running'
 		RETURNING r.id, r.epoch, r.workflow, r.created_at),
 	fr AS (
 		INSERT INTO {schema}.failures
@@ -624,7 +665,7 @@ var sqlRelease = `
 		                     ELSE now() + f.delay_ms * interval '1 millisecond' END,
 		    waiting_for = nullif(f.wait_for, ''),
 		    claimant = NULL, lease_expires_at = NULL, updated_at = now()
-		FROM f WHERE r.id = f.run_id AND f.was = 'running'
+		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.was = 'running'
 		RETURNING r.id, r.epoch)
 	SELECT id, epoch, 0::float8 FROM u
 	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
@@ -635,13 +676,16 @@ var sqlRelease = `
 const sqlNotifyEnded = `
 	SELECT pg_notify($1, string_agg(id::text, ','))
 	FROM (SELECT r.id, (row_number() OVER () - 1) / 200 AS chunk
-	      FROM unnest($2::uuid[], $3::bigint[]) AS x(run_id, epoch)
-	      JOIN {schema}.runs r ON r.id = x.run_id AND r.epoch = x.epoch
-	      WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.finished_at = now()) AS ended
+	      FROM unnest($2::uuid[], $3::bigint[]) AS x(run_id, epoch),
+	      LATERAL (SELECT r.id FROM {schema}.runs r
+	               WHERE r.id = x.run_id AND r.epoch = x.epoch
+	                 AND r.status IN ('completed', 'failed', 'cancelled') AND r.finished_at = now()
+	               OFFSET 0) AS r) AS ended -- OFFSET 0: a lookup per run, never a join planned as a scan
 	GROUP BY chunk`
 
 func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	c.order = c.order[:0]
+	b.Queue(commitPlanner)
 	q := func(k kind, stmt string, args ...any) {
 		if len(c.has[k]) > 0 {
 			b.Queue(s.sql(stmt), args...)
@@ -730,6 +774,9 @@ func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
 
 func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 	var out [kinds]fencedSet
+	if _, err := res.Exec(); err != nil { // commitPlanner
+		return out, err
+	}
 	for _, k := range c.order {
 		rows, err := res.Query()
 		if err != nil {

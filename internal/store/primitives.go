@@ -142,7 +142,9 @@ const sqlMark = `
 	       coalesce(extract(epoch FROM coalesce(s.due_at, o.due_at) - now()) * 1000, 'NaN')::float8,
 	       coalesce(s.output, o.output)::text, coalesce(s.status, o.status), f.step
 	FROM f LEFT JOIN s ON s.run_id = f.run_id AND s.step = f.step
-	LEFT JOIN {schema}.steps o ON o.run_id = f.run_id AND o.step = f.step`
+	LEFT JOIN LATERAL (
+		SELECT o.status, o.output, o.due_at FROM {schema}.steps o
+		WHERE o.run_id = f.run_id AND o.step = f.step OFFSET 0) AS o ON true -- a lookup per row (see fence)`
 
 // Sleeps' wakes, recorded after the fact (Write.Marks): a short sleep's row
 // is inserted completed, its times the commit's clock less the time since on
@@ -171,9 +173,12 @@ const sqlReceive = `
 	f AS (
 		SELECT x.*, o.status, o.output, o.due_at FROM x
 		CROSS JOIN LATERAL (
-			SELECT FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running'
-			FOR KEY SHARE) AS held
-		LEFT JOIN {schema}.steps o ON o.run_id = x.run_id AND o.step = x.step),
+			SELECT r.status FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
+			OFFSET 0 FOR KEY SHARE) AS held
+		LEFT JOIN LATERAL (
+			SELECT o.status, o.output, o.due_at FROM {schema}.steps o
+			WHERE o.run_id = x.run_id AND o.step = x.step OFFSET 0) AS o ON true -- a lookup per row (see fence)
+		WHERE held.status = 'running'),
 	open AS (
 		SELECT * FROM f WHERE status IS NULL OR status = 'waiting'),
 	g AS (
@@ -252,7 +257,7 @@ var sqlCancelRun = `
 		UPDATE {schema}.runs r
 		SET status = 'cancelled', error_message = f.message, finished_at = now(), updated_at = now(),
 		    claimant = NULL, lease_expires_at = NULL, waiting_for = NULL
-		FROM f WHERE r.id = f.run_id AND f.was = 'running'
+		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.was = 'running'
 		RETURNING r.id, r.epoch, extract(epoch FROM now() - r.created_at)::float8 * 1000 AS ms)
 	SELECT id, epoch, ms FROM u
 	UNION ALL SELECT run_id, epoch, 0 FROM f WHERE was <> 'running'`
@@ -262,9 +267,12 @@ var sqlCancelRun = `
 // nothing).
 const sqlCancelChildren = `
 	SELECT count({schema}.cancel_run(c.id))
-	FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch)
-	JOIN {schema}.runs p ON p.id = x.id AND p.epoch = x.epoch AND p.status = 'cancelled' AND p.finished_at = now()
-	JOIN {schema}.runs c ON c.parent_run_id = p.id AND c.status IN ('queued', 'running')`
+	FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch),
+	LATERAL (SELECT p.status, p.finished_at FROM {schema}.runs p
+	         WHERE p.id = x.id AND p.epoch = x.epoch OFFSET 0) AS p, -- a lookup per run (see fence)
+	LATERAL (SELECT c.id FROM {schema}.runs c
+	         WHERE c.parent_run_id = x.id AND c.status IN ('queued', 'running') OFFSET 0) AS c
+	WHERE p.status = 'cancelled' AND p.finished_at = now()`
 
 // The parents of runs this batch ended are woken when they wait for them
 // (only runs this transaction did end).
@@ -289,9 +297,17 @@ const sqlWakeParents = `
 //     first, so it is before or after the suspension, not during).
 const sqlWakeWaiting = `
 	WITH w AS (
-		SELECT r.id, r.queue, r.waiting_for, r.cancel_requested_at
-		FROM {schema}.runs r
-		WHERE r.id = ANY ($1::uuid[]) AND r.status = 'queued' AND r.run_after > now()),
+		-- Each run by its key (a lookup per run, see fence).
+		SELECT r.id, r.queue, r.waiting_for, r.cancel_requested_at,
+		       -- a lookup of the run's pending signals of that name, not a
+		       -- hashed scan of every pending signal
+		       (SELECT true FROM {schema}.signals s
+		        WHERE s.run_id = r.id AND s.name = substr(r.waiting_for, 8) AND s.consumed_at IS NULL
+		        LIMIT 1) AS pending
+		FROM unnest($1::uuid[]) AS x(id),
+		LATERAL (SELECT r.id, r.queue, r.waiting_for, r.cancel_requested_at, r.status, r.run_after
+		         FROM {schema}.runs r WHERE r.id = x.id OFFSET 0) AS r
+		WHERE r.status = 'queued' AND r.run_after > now()),
 	kids AS (
 		SELECT c.id, c.status FROM {schema}.runs c
 		WHERE c.id IN (SELECT substr(w.waiting_for, 7)::uuid FROM w WHERE w.waiting_for LIKE 'child:%')
@@ -301,13 +317,12 @@ const sqlWakeWaiting = `
 		WHERE w.cancel_requested_at IS NOT NULL
 		   OR (w.waiting_for LIKE 'signal:%' AND (
 		          NOT pg_catalog.pg_try_advisory_xact_lock({schema}._signal_lock(w.id))
-		       OR EXISTS (SELECT FROM {schema}.signals s
-		                  WHERE s.run_id = w.id AND s.consumed_at IS NULL AND 'signal:' || s.name = w.waiting_for)))
+		       OR w.pending))
 		   OR (w.waiting_for LIKE 'child:%' AND EXISTS (
 		          SELECT FROM kids WHERE kids.id = substr(w.waiting_for, 7)::uuid
 		          AND kids.status IN ('completed', 'failed', 'cancelled')))),
 	woken AS (
-		UPDATE {schema}.runs r SET run_after = now() FROM due WHERE r.id = due.id
+		UPDATE {schema}.runs r SET run_after = now() FROM due WHERE r.id >= due.id AND r.id <= due.id
 		RETURNING r.queue)
 	SELECT count(pg_notify($2, queue)) FROM woken`
 

@@ -47,7 +47,36 @@ type Claimed struct {
 // finished runs. Up to limit rows of each kind and pair are locked for the
 // statement; those not taken are released when it ends.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`
+	// With the commit's planner settings (commitPlanner): generic plans,
+	// as a custom plan of this statement cost more to plan than to run.
+	b := &pgx.Batch{}
+	b.Queue(commitPlanner)
+	b.Queue(s.sql(sqlClaim), workflows, queues, limit, claimant, ttl.Milliseconds())
+	res := s.pool.SendBatch(ctx, b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return nil, s.wrap("claim runs", err)
+	}
+	rows, err := res.Query()
+	if err != nil {
+		return nil, s.wrap("claim runs", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		var lagMS float64
+		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
+			&c.CancelRequested, &c.Child)
+		c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
+		return c, err
+	})
+	if err != nil {
+		return nil, s.wrap("claim runs", err)
+	}
+	return out, s.wrap("claim runs", res.Close())
+}
+
+// sqlClaim is Claim's statement.
+const sqlClaim = `
 		WITH pairs AS (
 			-- Distinct, so that no pair's rows are found twice.
 			SELECT DISTINCT q.name AS queue, w.name AS workflow
@@ -93,21 +122,7 @@ func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int
 		WHERE r.id = due.id
 		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.reclaim, r.reclaims,
 		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh,
-		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL`),
-		workflows, queues, limit, claimant, ttl.Milliseconds())
-	if err != nil {
-		return nil, s.wrap("claim runs", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
-		var c Claimed
-		var lagMS float64
-		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
-			&c.CancelRequested, &c.Child)
-		c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
-		return c, err
-	})
-	return out, s.wrap("claim runs", err)
-}
+		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL`
 
 // Lease identifies one held lease: the run and the epoch it was claimed at.
 type Lease struct {
@@ -132,7 +147,7 @@ type Lease struct {
 //
 // beat, when not nil, is the worker's registry row, written by the same
 // statement.
-func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration, beat *WorkerBeat) (map[Lease]LeaseState, error) {
+func (s *Store) Renew(ctx context.Context, db Batcher, leases []Lease, ttl time.Duration, beat *WorkerBeat) (map[Lease]LeaseState, error) {
 	ids := make([]uuidParam, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
@@ -143,24 +158,34 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 		registry = "wk AS (" + upsertSQL(4) + "),"
 		args = append(args, beat.args()...)
 	}
-	rows, err := db.Query(ctx, s.sql(`
+	b := &pgx.Batch{}
+	b.Queue(commitPlanner) // generic plans, lookups by key: see commitPlanner
+	b.Queue(s.sql(`
 		WITH `+registry+` h AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
-		free AS ( -- each run by its primary key, not a scan of every running run
+		free AS ( -- each run by its primary key, not a scan of every running run (see fence)
 			SELECT held.id FROM h, LATERAL (
-				SELECT r.id FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch AND r.status = 'running'
-				FOR NO KEY UPDATE SKIP LOCKED) AS held),
+				SELECT r.id, r.status FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch
+				OFFSET 0 FOR NO KEY UPDATE SKIP LOCKED) AS held
+			WHERE held.status = 'running'),
 		renewed AS (
 			UPDATE {schema}.runs r
 			SET lease_expires_at = now() + $3 * interval '1 millisecond'
 			FROM free
-			WHERE r.id = free.id
+			WHERE r.id >= free.id AND r.id <= free.id
 			RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel)
 		SELECT h.id, h.epoch, renewed.id IS NOT NULL, coalesce(renewed.cancel, false)
 		FROM h LEFT JOIN renewed ON renewed.id = h.id
 		WHERE renewed.id IS NOT NULL
-		   OR EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch AND r.status = 'running')`),
+		   OR EXISTS (SELECT FROM (SELECT r.status FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch OFFSET 0) AS r
+		              WHERE r.status = 'running')`),
 		args...)
+	res := db.SendBatch(ctx, b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return nil, s.wrap("renew leases", err)
+	}
+	rows, err := res.Query()
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
 	}
@@ -172,7 +197,10 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 		out[Lease{RunID: id, Epoch: epoch}] = st
 		return nil
 	})
-	return out, s.wrap("renew leases", err)
+	if err != nil {
+		return nil, s.wrap("renew leases", err)
+	}
+	return out, s.wrap("renew leases", res.Close())
 }
 
 // LeaseState is a held lease as Renew found it.
