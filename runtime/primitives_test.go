@@ -549,7 +549,7 @@ func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trace
 		s.n.Add(1)
 	}
 }
-func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // 1,000 runs waiting for signals hold no lease and cost their worker no
 // statement: per poll interval it sends its one claim, as with none waiting.
