@@ -223,9 +223,11 @@ type commitBatch struct {
 		rescues                       []bool
 	}
 	complete struct {
-		ids     []uuidParam
-		epochs  []int64
-		outputs []jsonParam
+		ids             []uuidParam
+		epochs          []int64
+		outputs         []jsonParam
+		steps, attempts []int32     // the last step's checkpoint, 0 for none
+		stepOutputs     []*jsonParam // nil for none
 	}
 	fail struct {
 		ids                          []uuidParam
@@ -310,7 +312,7 @@ func (c *commitBatch) mark(k kind, i int) {
 
 func (c *commitBatch) add(i int, w *Write) {
 	id, ep := uuidArg(w.Lease.RunID), w.Lease.Epoch
-	if d := w.StepDone; d != nil {
+	if d := w.StepDone; d != nil && w.CompleteRun == nil { // else written with the run's end
 		c.mark(kindStepDone, i)
 		c.done.ids, c.done.epochs = append(c.done.ids, id), append(c.done.epochs, ep)
 		c.done.steps, c.done.attempts = append(c.done.steps, int32(d.Step)), append(c.done.attempts, int32(d.Attempt))
@@ -355,6 +357,13 @@ func (c *commitBatch) add(i int, w *Write) {
 		c.mark(kindComplete, i)
 		x := &c.complete
 		x.ids, x.epochs, x.outputs = append(x.ids, id), append(x.epochs, ep), append(x.outputs, jsonArg(r.Output))
+		var step, attempt int32
+		var out *jsonParam
+		if d := w.StepDone; d != nil {
+			o := jsonArg(d.Output)
+			step, attempt, out = int32(d.Step), int32(d.Attempt), &o
+		}
+		x.steps, x.attempts, x.stepOutputs = append(x.steps, step), append(x.attempts, attempt), append(x.stepOutputs, out)
 		c.ended.ids, c.ended.epochs = append(c.ended.ids, id), append(c.ended.epochs, ep)
 	}
 	if f := w.FailRun; f != nil {
@@ -611,10 +620,21 @@ func endFenceFor(ended RunStatus) string {
 	return strings.Replace(endFence, "{ended}", "'"+string(ended)+"'", 1)
 }
 
-// Completed runs. Returns each run's age (0 for a repeat).
+// Completed runs, each with the checkpoint of its last step when the write
+// carries one (step > 0): the run's end fences it, so the commonest write of
+// all, a workflow's last step and its end, is one statement and one lock of
+// its run, not two. Returns each run's age (0 for a repeat, which, like the
+// checkpoint, an earlier try applied).
 var sqlCompleteRun = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS x(run_id, epoch, output)),` + endFenceFor(RunCompleted) + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::int[], $5::int[], $6::jsonb[])
+			AS x(run_id, epoch, output, step, attempt, step_output)),` + endFenceFor(RunCompleted) + `,
+	a AS (
+		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
+		FROM ` + attemptOfF + ` WHERE f.step > 0 AND f.was = 'running' AND a.ctid = k.ctid AND a.status = 'running'),
+	s AS (
+		UPDATE {schema}.steps s SET status = 'completed', output = f.step_output, finished_at = now()
+		FROM ` + stepOfF + ` WHERE f.step > 0 AND f.was = 'running' AND s.ctid = k.ctid AND s.status = 'running'),
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
@@ -711,7 +731,8 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 		ch.priorities, ch.inputs, ch.traceparents)
 	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
 		st.rescues, st.workers, st.traceIDs, st.spanIDs)
-	q(kindComplete, sqlCompleteRun, c.complete.ids, c.complete.epochs, c.complete.outputs)
+	cr := &c.complete
+	q(kindComplete, sqlCompleteRun, cr.ids, cr.epochs, cr.outputs, cr.steps, cr.attempts, cr.stepOutputs)
 	f := &c.fail
 	q(kindFail, sqlFailRun, f.ids, f.epochs, f.steps, f.activities, f.attempts, f.errs, f.rescues,
 		f.reasons, f.msgs, f.types, f.stacks)
