@@ -226,7 +226,7 @@ type commitBatch struct {
 		ids             []uuidParam
 		epochs          []int64
 		outputs         []jsonParam
-		steps, attempts []int32     // the last step's checkpoint, 0 for none
+		steps, attempts []int32      // the last step's checkpoint, 0 for none
 		stepOutputs     []*jsonParam // nil for none
 	}
 	fail struct {
