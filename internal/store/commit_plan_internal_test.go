@@ -154,17 +154,21 @@ func checkCommitPlans(t *testing.T, history int, analyzeFirst bool) {
 			t.Errorf("%s in the plan of\n%s\n%s", bad, q.SQL, plan)
 		}
 	}
-	// The heartbeat's renewal, likewise.
+	// The heartbeat's renewal, likewise, as the custom plan it gets at each
+	// call (renewMode).
 	var leases []Lease
 	for _, id := range ids {
 		leases = append(leases, Lease{RunID: id, Epoch: 1})
 	}
-	rec := &recorder{Batcher: pool}
+	rec := &recorder{DB: pool}
 	if _, err := s.Renew(ctx, rec, leases, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range rec.queries[1:] {
-		plan := explainGeneric(t, pool, q.SQL, q.Arguments)
+	if mode := renewMode(pool); len(mode) != 1 || mode[0] != pgx.QueryExecModeCacheDescribe {
+		t.Fatalf("renewal's exec mode on a default pool: %v, want cache_describe", mode)
+	}
+	for _, q := range rec.queries {
+		plan := explain(t, pool, "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)", q.SQL, q.Arguments)
 		for _, bad := range badAccess(plan, wideIndex) {
 			t.Errorf("%s in the plan of the renewal\n%s\n%s", bad, q.SQL, plan)
 		}
@@ -211,15 +215,22 @@ var (
 	notForClaims = regexp.MustCompile(`runs_(workflow_status|created)_idx`)
 )
 
-// recorder is a Batcher that keeps the statements it sends.
+// recorder is a DB that keeps the queries it sends (the arguments but the
+// exec mode).
 type recorder struct {
-	Batcher
+	DB
 	queries []*pgx.QueuedQuery
 }
 
-func (r *recorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	r.queries = append(r.queries, b.QueuedQueries...)
-	return r.Batcher.SendBatch(ctx, b)
+func (r *recorder) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	q := &pgx.QueuedQuery{SQL: sql}
+	for _, a := range args {
+		if _, mode := a.(pgx.QueryExecMode); !mode {
+			q.Arguments = append(q.Arguments, a)
+		}
+	}
+	r.queries = append(r.queries, q)
+	return r.DB.Query(ctx, sql, args...)
 }
 
 // explainGeneric returns the generic plan of sql with args, as a commit's
@@ -228,12 +239,18 @@ func (r *recorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 // literals (the simple protocol), which EXECUTE takes.
 func explainGeneric(t *testing.T, pool *pgxpool.Pool, sql string, args []any) string {
 	t.Helper()
+	return explain(t, pool, commitPlanner, sql, args)
+}
+
+// explain is explainGeneric under the settings statement settings.
+func explain(t *testing.T, pool *pgxpool.Pool, settings, sql string, args []any) string {
+	t.Helper()
 	tx, err := pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }()
-	if _, err := tx.Exec(t.Context(), commitPlanner); err != nil {
+	if _, err := tx.Exec(t.Context(), settings); err != nil {
 		t.Fatal(err)
 	}
 	// Prepared statements belong to the session, not the transaction.

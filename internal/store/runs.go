@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/policy"
 )
@@ -147,7 +148,7 @@ type Lease struct {
 //
 // beat, when not nil, is the worker's registry row, written by the same
 // statement.
-func (s *Store) Renew(ctx context.Context, db Batcher, leases []Lease, ttl time.Duration, beat *WorkerBeat) (map[Lease]LeaseState, error) {
+func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Duration, beat *WorkerBeat) (map[Lease]LeaseState, error) {
 	ids := make([]uuidParam, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
@@ -158,9 +159,10 @@ func (s *Store) Renew(ctx context.Context, db Batcher, leases []Lease, ttl time.
 		registry = "wk AS (" + upsertSQL(4) + "),"
 		args = append(args, beat.args()...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(commitPlanner) // generic plans, lookups by key: see commitPlanner
-	b.Queue(s.sql(`
+	// Planned for its values each time (a statement per heartbeat interval:
+	// planning costs nothing that matters there), so that no plan cached
+	// while the table was young outlives it; see renewMode.
+	rows, err := db.Query(ctx, s.sql(`
 		WITH `+registry+` h AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
 		free AS ( -- each run by its primary key, not a scan of every running run (see fence)
@@ -179,13 +181,7 @@ func (s *Store) Renew(ctx context.Context, db Batcher, leases []Lease, ttl time.
 		WHERE renewed.id IS NOT NULL
 		   OR EXISTS (SELECT FROM (SELECT r.status FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch OFFSET 0) AS r
 		              WHERE r.status = 'running')`),
-		args...)
-	res := db.SendBatch(ctx, b)
-	defer res.Close()
-	if _, err := res.Exec(); err != nil {
-		return nil, s.wrap("renew leases", err)
-	}
-	rows, err := res.Query()
+		append(renewMode(db), args...)...)
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
 	}
@@ -197,10 +193,29 @@ func (s *Store) Renew(ctx context.Context, db Batcher, leases []Lease, ttl time.
 		out[Lease{RunID: id, Epoch: epoch}] = st
 		return nil
 	})
-	if err != nil {
-		return nil, s.wrap("renew leases", err)
+	return out, s.wrap("renew leases", err)
+}
+
+// renewMode is the query exec mode of Renew on db: the connection's own,
+// but for pgx's default (prepared statements cached on the connection,
+// whose generic plans PostgreSQL keeps), for which it is cache_describe
+// (an unnamed statement, planned for its values at each call). The other
+// modes plan at each call already, and simple_protocol must stay for
+// poolers that take no other.
+func renewMode(db DB) []any {
+	var mode pgx.QueryExecMode
+	switch c := db.(type) {
+	case *pgx.Conn:
+		mode = c.Config().DefaultQueryExecMode
+	case interface{ Config() *pgxpool.Config }:
+		mode = c.Config().ConnConfig.DefaultQueryExecMode
+	default:
+		return nil
 	}
-	return out, s.wrap("renew leases", res.Close())
+	if mode == pgx.QueryExecModeCacheStatement {
+		return []any{pgx.QueryExecModeCacheDescribe}
+	}
+	return nil
 }
 
 // LeaseState is a held lease as Renew found it.
