@@ -120,7 +120,7 @@ const sqlClaim = `
 		    waiting_for = NULL,
 		    updated_at = now()
 		FROM due
-		WHERE r.id = due.id
+		WHERE r.id >= due.id AND r.id <= due.id -- a lookup per run (see endFence), whatever LIMIT $3 is thought to be
 		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.reclaim, r.reclaims,
 		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh,
 		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL`
