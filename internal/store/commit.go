@@ -490,22 +490,20 @@ const fence = `
 			OFFSET 0 FOR KEY SHARE) AS held
 		WHERE held.status = 'running')`
 
-// Steps and attempts updated by a commit are found one by one through their
-// primary key (a LATERAL per row of f; OFFSET 0 keeps the planner from
-// turning it into a join), then updated by their ctid: a join of the table
-// with f, UPDATE … FROM f WHERE key = f's key, was planned (measured, with
-// generic plans built while the tables were young) as a scan of the whole
-// table, for every commit. No other transaction updates these rows while
-// the run's fence holds its row, but a repeat of the same write on another
-// connection: when it committed during this statement, the UPDATE finds the
-// version it read updated and, rechecking it, a ctid that no longer
-// matches, and leaves it, which is right (the repeat did it). Runs, which
-// the heartbeat updates meanwhile, are not updated so (see endFence).
+// Steps and attempts updated by a commit are found through their primary
+// key by a row comparison that cannot be hashed or merged, (key) >= (f's)
+// AND (key) <= (f's): equality, as a range over the whole key, which the
+// index positions on exactly and a join can only look up row by row. A
+// plain join, UPDATE … FROM f WHERE key = f's key, was planned (measured,
+// with generic plans built while the tables were young) as a scan of the
+// whole table, for every commit. Unlike an update by ctid, the range is
+// checked again on the newest version of a row another transaction updated
+// meanwhile (a late try of the same write), so that version is updated,
+// not skipped.
 const (
-	stepOfF = `f, LATERAL (SELECT k.ctid FROM {schema}.steps k
-	                      WHERE k.run_id = f.run_id AND k.step = f.step OFFSET 0) AS k`
-	attemptOfF = `f, LATERAL (SELECT k.ctid FROM {schema}.attempts k
-	                         WHERE k.run_id = f.run_id AND k.step = f.step AND k.attempt = f.attempt OFFSET 0) AS k`
+	sameStep    = `(s.run_id, s.step) >= (f.run_id, f.step) AND (s.run_id, s.step) <= (f.run_id, f.step)`
+	sameAttempt = `(a.run_id, a.step, a.attempt) >= (f.run_id, f.step, f.attempt)
+		AND (a.run_id, a.step, a.attempt) <= (f.run_id, f.step, f.attempt)`
 )
 
 // commitPlanner is the first statement of every commit, claim and renewal:
@@ -528,10 +526,10 @@ const sqlStepDone = `
 			AS x(run_id, epoch, step, attempt, output)),` + fence + `,
 	a AS (
 		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
-		FROM ` + attemptOfF + ` WHERE a.ctid = k.ctid AND a.status = 'running'),
+		FROM f WHERE ` + sameAttempt + ` AND a.status = 'running'),
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.output, finished_at = now()
-		FROM ` + stepOfF + ` WHERE s.ctid = k.ctid AND s.status = 'running')
+		FROM f WHERE ` + sameStep + ` AND s.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Attempts that ended without success, with the delay chosen before the next.
@@ -545,7 +543,7 @@ const sqlEndAttempt = `
 		SET status = f.status, ended_at = now(), error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), error_stack = nullif(f.error_stack, ''),
 		    delay_ms = f.delay_ms, delay_source = nullif(f.delay_source, '')
-		FROM ` + attemptOfF + ` WHERE a.ctid = k.ctid AND a.status = 'running')
+		FROM f WHERE ` + sameAttempt + ` AND a.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Steps that gave up: the error is returned to the workflow again on replay,
@@ -558,7 +556,7 @@ const sqlFailStep = `
 		UPDATE {schema}.steps s
 		SET status = 'failed', reason = f.reason, error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), error_value = nullif(f.error_value, '')::jsonb, finished_at = now()
-		FROM ` + stepOfF + ` WHERE s.ctid = k.ctid AND s.status = 'running')
+		FROM f WHERE ` + sameStep + ` AND s.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
 // Attempt rows, committed before their activities are invoked: an attempt
@@ -580,9 +578,12 @@ const sqlStartAttempt = `
 		UPDATE {schema}.runs r SET reclaims = 0
 		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.reclaims > 0),
 	st AS (
-		INSERT INTO {schema}.steps (run_id, step, activity, status, policy)
+		INSERT INTO {schema}.steps AS s (run_id, step, activity, status, policy)
 		SELECT run_id, step, activity, 'running', policy FROM f
 		ON CONFLICT (run_id, step) DO UPDATE SET policy = EXCLUDED.policy, status = 'running'
+		-- never a step that ended: a late try of this write, committing
+		-- after the step's checkpoint, must not make it run again
+		WHERE s.status NOT IN ('completed', 'failed')
 		RETURNING run_id, first_started_at),
 	a AS (
 		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id)
@@ -631,10 +632,10 @@ var sqlCompleteRun = `
 			AS x(run_id, epoch, output, step, attempt, step_output)),` + endFenceFor(RunCompleted) + `,
 	a AS (
 		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
-		FROM ` + attemptOfF + ` WHERE f.step > 0 AND f.was = 'running' AND a.ctid = k.ctid AND a.status = 'running'),
+		FROM f WHERE f.step > 0 AND f.was = 'running' AND ` + sameAttempt + ` AND a.status = 'running'),
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.step_output, finished_at = now()
-		FROM ` + stepOfF + ` WHERE f.step > 0 AND f.was = 'running' AND s.ctid = k.ctid AND s.status = 'running'),
+		FROM f WHERE f.step > 0 AND f.was = 'running' AND ` + sameStep + ` AND s.status = 'running'),
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'completed', output = f.output, finished_at = now(), updated_at = now(),
