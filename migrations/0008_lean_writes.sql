@@ -22,7 +22,11 @@
 --   which the foreign key's check took too), so the check found what the
 --   statement had found. Their one other effect, ON DELETE CASCADE, is kept
 --   by the statement-level triggers below: a DELETE of runs, whoever runs
---   it, still deletes their steps and attempts, in one statement per table.
+--   it, still deletes their steps and attempts, in one statement per table
+--   (at READ COMMITTED, the default: a DELETE at REPEATABLE READ of a run a
+--   worker is writing can miss the rows the worker commits meanwhile, where
+--   the foreign key raised a serialization error), and a TRUNCATE of runs
+--   empties them.
 -- * The attempts and steps tables leave half of each page free (fillfactor
 --   50), so that the update that ends an attempt, or completes a step, finds
 --   room on its row's page: a HOT update, with no new index entry. At the
@@ -92,6 +96,19 @@ CREATE TRIGGER runs_delete_steps AFTER DELETE ON {schema}.runs
 CREATE TRIGGER steps_delete_attempts AFTER DELETE ON {schema}.steps
     REFERENCING OLD TABLE AS gone
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}._delete_attempts_of_steps();
+
+-- TRUNCATE fires no DELETE trigger: a TRUNCATE of runs (CASCADE, for the
+-- tables that still reference it) empties steps and attempts too.
+CREATE FUNCTION {schema}._truncate_steps_of_runs() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    TRUNCATE {schema}.steps, {schema}.attempts;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER runs_truncate_steps AFTER TRUNCATE ON {schema}.runs
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}._truncate_steps_of_runs();
 
 ALTER TABLE {schema}.attempts SET (fillfactor = 50);
 ALTER TABLE {schema}.steps SET (fillfactor = 50);

@@ -10,7 +10,8 @@ import (
 // TestDelete_OfRunsOrStepsDeletesWhatBelongsToThem: steps and attempts have
 // no foreign keys (migration 0008: their checks cost a query per inserted
 // row); a DELETE of runs, by any statement, still deletes their steps and
-// attempts, and one of steps their attempts, as ON DELETE CASCADE did.
+// attempts, and one of steps their attempts, as ON DELETE CASCADE did; a
+// TRUNCATE of runs empties them.
 func TestDelete_OfRunsOrStepsDeletesWhatBelongsToThem(t *testing.T) {
 	st := newStore(t)
 	h := newHistory(t, st)
@@ -30,6 +31,13 @@ func TestDelete_OfRunsOrStepsDeletesWhatBelongsToThem(t *testing.T) {
 	scalar[int](t, st, `WITH d AS (DELETE FROM {schema}.steps WHERE run_id = $1 RETURNING 1) SELECT count(*) FROM d`, kept)
 	if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.attempts WHERE run_id = $1`, kept); n != 0 {
 		t.Fatalf("after its steps' deletion the run has %d attempts", n)
+	}
+	h.run(outcome{workflow: "wf", activity: "a"})
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`TRUNCATE {schema}.runs CASCADE`, st.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar[int](t, st, `SELECT (SELECT count(*) FROM {schema}.steps) + (SELECT count(*) FROM {schema}.attempts)`); n != 0 {
+		t.Fatalf("after TRUNCATE runs CASCADE: %d step and attempt rows", n)
 	}
 }
 
