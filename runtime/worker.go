@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -579,7 +580,13 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 // every time (runtime.newstack was 17% of a worker's CPU per one-step run).
 // A goroutine whose run ends by runtime.Goexit (the executor unwinding the
 // workflow) ends with it. The goroutines waiting for runs end when the
-// worker stops (stopRuns); there are never more than Concurrency of them.
+// worker stops (stopRuns). A run's slot is freed (the claim loop woken)
+// just before its goroutine waits for the next, so a claim may find none
+// waiting yet and start another: there are at most about twice Concurrency.
+// A goroutine carries over nothing of a run but what code of the run left
+// on it: its pprof labels are reset; an OS thread an activity locked to it
+// (runtime.LockOSThread without UnlockOSThread) stays locked for the runs
+// after, where a goroutine of its own would have ended with it.
 func (w *Worker) goRun(f func()) {
 	w.runs.Add(1)
 	task := func() {
@@ -598,6 +605,8 @@ func (w *Worker) runLoop(task func()) {
 	defer w.runLoops.Done()
 	for {
 		task()
+		task = nil // nothing of the run kept while waiting
+		pprof.SetGoroutineLabels(context.Background())
 		select {
 		case task = <-w.idleRuns:
 		case <-w.stopRuns:
