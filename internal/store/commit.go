@@ -506,8 +506,11 @@ const (
 		AND (a.run_id, a.step, a.attempt) <= (f.run_id, f.step, f.attempt)`
 )
 
-// commitPlanner is the first statement of every commit, claim and renewal:
-// for its transaction, no sequential or bitmap scan, and generic plans.
+// commitPlanner is the first statement of every commit and claim: for its
+// transaction, no sequential or bitmap scan, and generic plans. (The
+// heartbeat's renewal is planned for its values instead, see renewMode.) A
+// transactional step's checkpoint sends it in the step's transaction, after
+// the activity's own statements, which it does not touch.
 // Every statement of a commit reads its rows by key, one lookup per row (a
 // bitmap scan per lookup costs more than an index scan); a sequential scan
 // was chosen where the statistics were those of a young table, and kept in
