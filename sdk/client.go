@@ -276,7 +276,7 @@ func GetEvent[T any](ctx context.Context, c *Client, runID uuid.UUID, key string
 	if timeout == 0 {
 		_, err = read() // only read
 	} else {
-		err = c.await(ctx, runID, timeout, read)
+		err = c.await(ctx, runID, timeout, false, read)
 	}
 	switch {
 	case errors.Is(err, errAwaitTimeout) || (err == nil && !e.Found && !e.RunStatus.Terminal()):

@@ -1,6 +1,10 @@
 package sdk
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Flushes returns how many batches c's Start calls have been recorded in.
 func Flushes(c *Client) int64 { return c.starts.flushes.Load() }
@@ -20,4 +24,20 @@ func SetFlushLockWait(c *Client, d time.Duration) {
 	c.starts.mu.Lock()
 	defer c.starts.mu.Unlock()
 	c.starts.lockWait = d
+}
+
+// Listening reports whether c's LISTEN is in effect.
+func Listening(c *Client) bool {
+	c.notices.mu.Lock()
+	defer c.notices.mu.Unlock()
+	return c.notices.listening && !c.notices.undelivered
+}
+
+// Expected reports whether c expects the end notice of run id (see
+// notices.expect).
+func Expected(c *Client, id uuid.UUID) bool {
+	c.notices.mu.Lock()
+	defer c.notices.mu.Unlock()
+	_, ok := c.notices.expected[id]
+	return ok
 }

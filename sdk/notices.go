@@ -34,15 +34,65 @@ type notices struct {
 	// arrive (a transaction pooler): waiters poll from then on.
 	undelivered bool
 	wg          sync.WaitGroup // the listener goroutines, current and stopping
+
+	// gen counts the LISTENs that took effect; listening is set from one
+	// until the listener stops. expected holds the runs this client
+	// created while a LISTEN was in effect (by gen), until their first
+	// notice: their end's notice cannot be missed, so Result need not read
+	// such a run before it waits (see expect).
+	gen       uint64
+	listening bool
+	expected  map[uuid.UUID]uint64
 }
+
+// maxExpected bounds notices.expected (about 40 bytes an entry): a client
+// that starts more runs than this without their ending is read first again.
+const maxExpected = 100_000
+
+// expect records that run id, about to be created, is created while a
+// LISTEN is in effect: the notice of its end cannot be missed, as the end
+// commits after the creation, which commits after this call. A notice about
+// the run (its end, an event) removes the entry, and a new LISTEN (after a
+// lost connection) or the listener's stop clears them all. Call unexpect
+// when the run was not created. It reports whether it recorded the run.
+func (n *notices) expect(id uuid.UUID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.listening || n.undelivered || len(n.expected) >= maxExpected {
+		return false
+	}
+	if n.expected == nil {
+		n.expected = map[uuid.UUID]uint64{}
+	}
+	n.expected[id] = n.gen
+	return true
+}
+
+// unexpect drops the expectation of a run that was not created.
+func (n *notices) unexpect(id uuid.UUID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.expected, id)
+}
+
+// forget drops every expectation: notices may have been missed.
+func (n *notices) forget() { clear(n.expected) }
 
 // subscribe registers a waiter for run id; the channel receives a value when
 // the run's completion notice arrives, or when the listener starts listening
 // (a notice sent before that is lost, so the waiter must read again).
-func (n *notices) subscribe(c *Client, id uuid.UUID) chan struct{} {
-	ch := make(chan struct{}, 1)
+//
+// expected reports, and consumes, whether run id is one this client created
+// while the LISTEN still in effect was (see expect): its end has not been
+// notified, so the waiter can wait for the notice without reading first.
+func (n *notices) subscribe(c *Client, id uuid.UUID) (ch chan struct{}, expected bool) {
+	ch = make(chan struct{}, 1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if gen, ok := n.expected[id]; ok {
+		delete(n.expected, id)
+		expected = gen == n.gen && n.listening && !n.undelivered
+	}
 	if n.waiters == nil {
 		n.waiters = map[uuid.UUID][]chan struct{}{}
 	}
@@ -57,7 +107,7 @@ func (n *notices) subscribe(c *Client, id uuid.UUID) chan struct{} {
 		n.wg.Add(1)
 		go n.listen(ctx, c)
 	}
-	return ch
+	return ch, expected
 }
 
 // unsubscribe removes a waiter; after the last one the listener stops once
@@ -87,6 +137,8 @@ func (n *notices) unsubscribe(id uuid.UUID, ch chan struct{}, idleAfter time.Dur
 		if n.idle == t && n.stop != nil {
 			n.stop()
 			n.stop, n.idle = nil, nil
+			n.listening = false
+			n.forget()
 		}
 	})
 	n.idle = t
@@ -104,6 +156,8 @@ func (n *notices) close() {
 		n.stop()
 		n.stop = nil
 	}
+	n.listening = false
+	n.forget()
 	n.mu.Unlock()
 	n.wg.Wait()
 }
@@ -121,6 +175,7 @@ func (n *notices) wake(payload string) {
 		for _, ch := range n.waiters[id] {
 			signal(ch)
 		}
+		delete(n.expected, id) // a Result from now on reads first
 	}
 }
 
@@ -129,6 +184,9 @@ func (n *notices) wake(payload string) {
 func (n *notices) wakeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.gen++ // a new LISTEN: notices between the last one's loss and now were missed
+	n.listening = true
+	n.forget()
 	for _, list := range n.waiters {
 		for _, ch := range list {
 			signal(ch)
@@ -160,9 +218,13 @@ func (n *notices) listen(ctx context.Context, c *Client) {
 		Fix: "Give the client a direct connection to PostgreSQL for LISTEN (sdk.WithListenConfig), " +
 			"or use sdk.WithPollOnly to poll without listening (docs/operations.md, Connection poolers).",
 	})
+	n.mu.Lock()
 	if errors.Is(err, listener.ErrNotDelivered) {
-		n.mu.Lock()
 		n.undelivered = true
-		n.mu.Unlock()
 	}
+	if ctx.Err() == nil { // it ended on its own (a stop cleared these already)
+		n.listening = false
+		n.forget()
+	}
+	n.mu.Unlock()
 }

@@ -91,7 +91,7 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 		return store.Run{}, err
 	}
 	var row store.Run
-	err := c.await(ctx, id, 0, func() (bool, error) {
+	err := c.await(ctx, id, 0, true, func() (bool, error) {
 		var err error
 		row, err = c.getRun(ctx, id)
 		return err == nil && row.Status.Terminal(), err
@@ -102,16 +102,23 @@ func (c *Client) wait(ctx context.Context, id uuid.UUID) (store.Run, error) {
 // await calls check until it reports done (or fails), again at each notice
 // about run id on the done channel and at the client's poll interval, for
 // up to timeout (0: until ctx ends). It returns ctx's error when ctx ends
-// first, and errAwaitTimeout when the timeout passes.
-func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration, check func() (bool, error)) error {
-	done := c.notices.subscribe(c, id)
+// first, and errAwaitTimeout when the timeout passes. waitsForEnd says that
+// check is done only once the run ended: then, for a run expected to notify
+// its end (notices.expect), the first check waits for the notice.
+func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration, waitsForEnd bool, check func() (bool, error)) error {
+	done, expected := c.notices.subscribe(c, id)
 	defer c.notices.unsubscribe(id, done, c.listenIdle)
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
+	// A run this client created while the LISTEN in effect was, and not
+	// notified since, has not ended: the first read would find it running.
+	skip := expected && waitsForEnd
 	for {
-		if ok, err := check(); ok || err != nil {
+		if skip {
+			skip = false
+		} else if ok, err := check(); ok || err != nil {
 			return err
 		}
 		next := c.poll

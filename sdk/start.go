@@ -106,7 +106,11 @@ func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflo
 	}
 	var ins store.Inserted
 	if db == nil {
+		expected := c.notices.expect(r.ID) // before the commit: see notices.expect
 		ins, err = c.starts.insert(ctx, c, r)
+		if expected && (err != nil || !ins.Created || ins.ID != r.ID) {
+			c.notices.unexpect(r.ID)
+		}
 	} else {
 		var out []store.Inserted
 		if out, err = c.store.InsertRuns(ctx, db, []store.NewRun{r}); err == nil {

@@ -91,9 +91,18 @@ func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Wor
 	}
 	var out []store.Inserted
 	if db == nil {
+		expected := make([]bool, len(news)) // before the commit: see notices.expect
+		for i, r := range news {
+			expected[i] = c.notices.expect(r.ID)
+		}
 		out, err = c.insertRetrying(ctx, func(ctx context.Context) ([]store.Inserted, error) {
 			return c.store.InsertRuns(ctx, c.store.Pool(), news)
 		})
+		for i, r := range news {
+			if expected[i] && (err != nil || i >= len(out) || !out[i].Created || out[i].ID != r.ID) {
+				c.notices.unexpect(r.ID)
+			}
+		}
 	} else {
 		out, err = c.store.InsertRuns(ctx, db, news)
 	}

@@ -1,0 +1,171 @@
+package sdk_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/store"
+)
+
+// reads counts the run reads (Result's) sent on a pool.
+type reads struct{ n atomic.Int64 }
+
+func (r *reads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "f.id IS NOT NULL") { // the run's read (store.GetRun)
+		r.n.Add(1)
+	}
+	return ctx
+}
+func (r *reads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// expectingClient is a client whose LISTEN is in effect (a first run was
+// awaited), with a poll interval of a minute, and a count of its reads.
+func expectingClient(t *testing.T) (*sdk.Client, *pgxpool.Pool, string, *reads) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &reads{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := pgtest.Schema(t)
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	first, err := sdk.Start(t.Context(), c, Ship, OrderIn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete(t, pool, schema, first.ID)
+	if _, err := first.Result(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !sdk.Listening(c); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client's LISTEN never took effect")
+		}
+	}
+	return c, pool, schema, counter
+}
+
+// notify sends the end notice of run id, as a worker's commit does.
+func notify(t *testing.T, pool *pgxpool.Pool, schema string, id string) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), "SELECT pg_notify($1, $2)", schema+"_done", id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run this client started while its LISTEN was in effect cannot end
+// unnoticed: Result waits for the notice and reads the run once, after it.
+func TestResult_ARunStartedWhileListeningIsReadOnlyAfterItsNotice(t *testing.T) {
+	t.Parallel()
+	c, pool, schema, counter := expectingClient(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sdk.Expected(c, run.ID) {
+		t.Fatal("a run started while listening is not expected to notify its end")
+	}
+	before := counter.n.Load()
+	waiting := result(ctx, run)
+	time.Sleep(100 * time.Millisecond)
+	if n := counter.n.Load() - before; n != 0 {
+		t.Fatalf("%d reads before the run's notice, want 0", n)
+	}
+	complete(t, pool, schema, run.ID)
+	notify(t, pool, schema, run.ID.String())
+	if err := <-waiting; err != nil {
+		t.Fatalf("Result: %v", err)
+	}
+	if n := counter.n.Load() - before; n != 1 {
+		t.Fatalf("%d reads for one Result, want 1", n)
+	}
+	// A second Result on the same handle reads first, as any does.
+	if _, err := run.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run whose end was notified before Result was called is read at once:
+// the notice removed its expectation (a wait for a notice already gone
+// would last the poll interval, a minute here).
+func TestResult_ARunNotifiedBeforeResultIsReadAtOnce(t *testing.T) {
+	t.Parallel()
+	c, pool, schema, _ := expectingClient(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete(t, pool, schema, run.ID)
+	notify(t, pool, schema, run.ID.String())
+	for sdk.Expected(c, run.ID) {
+		if ctx.Err() != nil {
+			t.Fatal("the notice never arrived")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	begin := time.Now()
+	if _, err := run.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("Result took %s after the notice had come", took)
+	}
+}
+
+// A lost LISTEN connection may have lost notices: the new LISTEN drops
+// every expectation, and a run that ended meanwhile, unnotified, is read.
+func TestResult_ANewListenDropsTheExpectations(t *testing.T) {
+	t.Parallel()
+	c, pool, schema, _ := expectingClient(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sdk.Expected(c, run.ID) {
+		t.Fatal("not expected")
+	}
+	complete(t, pool, schema, run.ID) // its notice is lost with the connection
+	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", listener(t, pool, schema)); err != nil {
+		t.Fatal(err)
+	}
+	for sdk.Expected(c, run.ID) {
+		if ctx.Err() != nil {
+			t.Fatal("the new LISTEN kept the expectation")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	begin := time.Now()
+	if _, err := run.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("Result took %s", took)
+	}
+}
