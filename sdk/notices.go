@@ -75,7 +75,8 @@ func (n *notices) unexpect(id uuid.UUID) {
 	delete(n.expected, id)
 }
 
-// forget drops every expectation: notices may have been missed.
+// forget drops every expectation: notices may have been missed. n.mu must
+// be held.
 func (n *notices) forget() { clear(n.expected) }
 
 // subscribe registers a waiter for run id; the channel receives a value when
@@ -185,7 +186,6 @@ func (n *notices) wakeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.gen++ // a new LISTEN: notices between the last one's loss and now were missed
-	n.listening = true
 	n.forget()
 	for _, list := range n.waiters {
 		for _, ch := range list {
@@ -209,6 +209,24 @@ func (n *notices) listen(ctx context.Context, c *Client) {
 		},
 		Pool:      c.store.Pool(),
 		Listening: n.wakeAll,
+		// Expectations only while notices are known to arrive, and from
+		// this listener only until it is stopped (its context, cancelled
+		// under n.mu).
+		Delivering: func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if ctx.Err() == nil {
+				n.listening = true
+			}
+		},
+		Lost: func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if ctx.Err() == nil {
+				n.listening = false
+				n.forget()
+			}
+		},
 		Notify:    n.wake,
 		Retry:     min(c.poll, time.Second), // a reconnection is cheap next to a long poll
 		Timeout:   c.statementTimeout,       // connecting and LISTEN; the wait for notices has none

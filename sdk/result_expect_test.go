@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -28,7 +29,7 @@ func (r *reads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData)
 
 // expectingClient is a client whose LISTEN is in effect (a first run was
 // awaited), with a poll interval of a minute, and a count of its reads.
-func expectingClient(t *testing.T) (*sdk.Client, *pgxpool.Pool, string, *reads) {
+func expectingClient(t *testing.T, opts ...sdk.ClientOption) (*sdk.Client, *pgxpool.Pool, string, *reads) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
 	if err != nil {
@@ -45,7 +46,7 @@ func expectingClient(t *testing.T) (*sdk.Client, *pgxpool.Pool, string, *reads) 
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithPollInterval(time.Minute))
+	c, err := sdk.NewClient(pool, append([]sdk.ClientOption{sdk.WithSchema(schema), sdk.WithPollInterval(time.Minute)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +162,54 @@ func TestResult_ANewListenDropsTheExpectations(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	begin := time.Now()
+	if _, err := run.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("Result took %s", took)
+	}
+}
+
+// While the LISTEN connection is lost (here: its role may no longer log in,
+// so it cannot come back), notices are missed: no run started meanwhile is
+// expected, and Result reads it at once.
+func TestResult_NoRunIsExpectedWhileTheListenConnectionIsLost(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	role := "tenure_listen_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(t.Context(), "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	listen, err := pgx.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen.User = role
+	c, pool, schema, _ := expectingClient(t, sdk.WithListenConfig(listen))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if _, err := admin.Exec(ctx, "ALTER ROLE "+role+" NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", listener(t, pool, schema)); err != nil {
+		t.Fatal(err)
+	}
+	for sdk.Listening(c) {
+		if ctx.Err() != nil {
+			t.Fatal("the lost LISTEN connection still counts as listening")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sdk.Expected(c, run.ID) {
+		t.Fatal("a run started while the LISTEN connection was lost is expected to notify its end")
+	}
+	complete(t, pool, schema, run.ID) // no notice could reach the client anyway
 	begin := time.Now()
 	if _, err := run.Result(ctx); err != nil {
 		t.Fatal(err)

@@ -114,14 +114,16 @@ func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration,
 	}
 	// A run this client created while the LISTEN in effect was, and not
 	// notified since, has not ended: the first read would find it running.
+	// Its first wait is short all the same (expectedWait), for a LISTEN
+	// connection that died without an error yet.
 	skip := expected && waitsForEnd
 	for {
+		next := c.poll
 		if skip {
-			skip = false
+			skip, next = false, min(next, expectedWait)
 		} else if ok, err := check(); ok || err != nil {
 			return err
 		}
-		next := c.poll
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -141,6 +143,11 @@ func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration,
 		}
 	}
 }
+
+// expectedWait bounds the wait for an expected run's notice before its
+// first read: a run that ends sooner is read once, one that ends later twice,
+// as any run was before the expectation.
+const expectedWait = 500 * time.Millisecond
 
 // errAwaitTimeout is await's timeout.
 var errAwaitTimeout = errors.New("await: timed out")

@@ -56,6 +56,14 @@ type Config struct {
 	// Listening is called each time LISTEN has taken effect: notices sent
 	// before it were missed.
 	Listening func()
+	// Delivering is called after Listening once notices are known to
+	// arrive: after the probe passed (on the first connection; a later one
+	// is the same setup) and before any notice is delivered.
+	Delivering func()
+	// Lost is called when a connection that was listening fails, before
+	// the wait to reconnect: notices sent from now until the next
+	// Listening are missed.
+	Lost func()
 	// Notify is called with the payload of each notice, probes excepted.
 	Notify func(payload string)
 	// Retry is the first delay before reconnecting, doubled after each
@@ -103,6 +111,12 @@ func (c Config) withDefaults() Config {
 	if c.Listening == nil {
 		c.Listening = func() {}
 	}
+	if c.Delivering == nil {
+		c.Delivering = func() {}
+	}
+	if c.Lost == nil {
+		c.Lost = func() {}
+	}
 	if c.Notify == nil {
 		c.Notify = func(string) {}
 	}
@@ -122,6 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if errors.Is(err, ErrNotDelivered) {
 			return err
 		}
+		cfg.Lost()
 		l.lost(err)
 		t := time.NewTimer(l.jittered())
 		select {
@@ -170,6 +185,7 @@ func (l *loop) once(ctx context.Context) error {
 		}
 		l.probe = false
 	}
+	l.cfg.Delivering()
 	if !l.down.IsZero() {
 		l.cfg.Logger.Info("tenure: "+l.cfg.What+" work again", append(l.attrs(), "lost_for", time.Since(l.down).Round(time.Millisecond))...)
 		l.down, l.warned = time.Time{}, ""
