@@ -67,6 +67,30 @@ func expectingClient(t *testing.T, opts ...sdk.ClientOption) (*sdk.Client, *pgxp
 	return c, pool, schema, counter
 }
 
+// until waits for cond, failing with what when ctx ends first.
+func until(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatal(what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// resultAtOnce requires run's Result to return well before the poll
+// interval (a minute in these tests): it read the run instead of waiting.
+func resultAtOnce(t *testing.T, ctx context.Context, run *sdk.Run[string]) {
+	t.Helper()
+	begin := time.Now()
+	if _, err := run.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("Result took %s", took)
+	}
+}
+
 // notify sends the end notice of run id, as a worker's commit does.
 func notify(t *testing.T, pool *pgxpool.Pool, schema string, id string) {
 	t.Helper()
@@ -123,23 +147,12 @@ func TestResult_ARunNotifiedBeforeResultIsReadAtOnce(t *testing.T) {
 	}
 	complete(t, pool, schema, run.ID)
 	notify(t, pool, schema, run.ID.String())
-	for sdk.Expected(c, run.ID) {
-		if ctx.Err() != nil {
-			t.Fatal("the notice never arrived")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	begin := time.Now()
-	if _, err := run.Result(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Fatalf("Result took %s after the notice had come", took)
-	}
+	until(t, ctx, "the notice never arrived", func() bool { return !sdk.Expected(c, run.ID) })
+	resultAtOnce(t, ctx, run)
 }
 
-// A lost LISTEN connection may have lost notices: the new LISTEN drops
-// every expectation, and a run that ended meanwhile, unnotified, is read.
+// A lost LISTEN connection may have lost notices: its loss drops every
+// expectation, and a run that ended meanwhile, unnotified, is read.
 func TestResult_ANewListenDropsTheExpectations(t *testing.T) {
 	t.Parallel()
 	c, pool, schema, _ := expectingClient(t)
@@ -156,19 +169,8 @@ func TestResult_ANewListenDropsTheExpectations(t *testing.T) {
 	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", listener(t, pool, schema)); err != nil {
 		t.Fatal(err)
 	}
-	for sdk.Expected(c, run.ID) {
-		if ctx.Err() != nil {
-			t.Fatal("the new LISTEN kept the expectation")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	begin := time.Now()
-	if _, err := run.Result(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Fatalf("Result took %s", took)
-	}
+	until(t, ctx, "the lost LISTEN kept the expectation", func() bool { return !sdk.Expected(c, run.ID) })
+	resultAtOnce(t, ctx, run)
 }
 
 // While the LISTEN connection is lost (here: its role may no longer log in,
@@ -196,12 +198,7 @@ func TestResult_NoRunIsExpectedWhileTheListenConnectionIsLost(t *testing.T) {
 	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", listener(t, pool, schema)); err != nil {
 		t.Fatal(err)
 	}
-	for sdk.Listening(c) {
-		if ctx.Err() != nil {
-			t.Fatal("the lost LISTEN connection still counts as listening")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	until(t, ctx, "the lost LISTEN connection still counts as listening", func() bool { return !sdk.Listening(c) })
 	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
 	if err != nil {
 		t.Fatal(err)
@@ -210,11 +207,5 @@ func TestResult_NoRunIsExpectedWhileTheListenConnectionIsLost(t *testing.T) {
 		t.Fatal("a run started while the LISTEN connection was lost is expected to notify its end")
 	}
 	complete(t, pool, schema, run.ID) // no notice could reach the client anyway
-	begin := time.Now()
-	if _, err := run.Result(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Fatalf("Result took %s", took)
-	}
+	resultAtOnce(t, ctx, run)
 }
