@@ -35,11 +35,12 @@ type notices struct {
 	undelivered bool
 	wg          sync.WaitGroup // the listener goroutines, current and stopping
 
-	// gen counts the LISTENs that took effect; listening is set from one
-	// until the listener stops. expected holds the runs this client
-	// created while a LISTEN was in effect (by gen), until their first
-	// notice: their end's notice cannot be missed, so Result need not read
-	// such a run before it waits (see expect).
+	// gen counts the LISTENs that took effect; listening is set while
+	// notices are known to arrive (from the listener's Delivering to its
+	// Lost or stop). expected holds the runs this client created meanwhile
+	// (by gen), until their first notice: their end's notice cannot be
+	// missed, so Result need not read such a run before it waits (see
+	// expect).
 	gen       uint64
 	listening bool
 	expected  map[uuid.UUID]uint64
@@ -52,8 +53,8 @@ const maxExpected = 100_000
 // expect records that run id, about to be created, is created while a
 // LISTEN is in effect: the notice of its end cannot be missed, as the end
 // commits after the creation, which commits after this call. A notice about
-// the run (its end, an event) removes the entry, and a new LISTEN (after a
-// lost connection) or the listener's stop clears them all. Call unexpect
+// the run (its end, an event) removes the entry, and the loss of the LISTEN
+// connection, a new LISTEN or the listener's stop clears them all. Call unexpect
 // when the run was not created. It reports whether it recorded the run.
 func (n *notices) expect(id uuid.UUID) bool {
 	n.mu.Lock()
