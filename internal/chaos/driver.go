@@ -320,7 +320,13 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		_, err := s.w.Wait(wctx)
 		cancel()
-		if err != nil || s.w.ExitCode() != 0 {
+		switch {
+		case err == nil && s.w.KilledBy(syscall.SIGKILL):
+			// Only SIGTERM was sent here: this is its own poison pill, in
+			// an attempt it started before the SIGTERM and ran while
+			// draining (CI saw it once, counted as a crash).
+			sum.poisonDeaths++
+		case err != nil || s.w.ExitCode() != 0:
 			sum.crashes = append(sum.crashes, crash(s.w))
 		}
 	}
@@ -365,7 +371,11 @@ func crash(w *fleet.Worker) string {
 	if len(log) > 5 {
 		log = log[len(log)-5:]
 	}
-	return fmt.Sprintf("worker %s (pid %d) exit code %d:\n  %s", w.Label, w.PID(), w.ExitCode(), strings.Join(log, "\n  "))
+	end := fmt.Sprintf("exit code %d", w.ExitCode())
+	if sig, ok := w.Signal(); ok {
+		end = "killed by " + sig.String()
+	}
+	return fmt.Sprintf("worker %s (pid %d) %s:\n  %s", w.Label, w.PID(), end, strings.Join(log, "\n  "))
 }
 
 // ok reports whether the run found nothing wrong: every invariant held and

@@ -213,6 +213,20 @@ func (w *Worker) KilledBy(sig syscall.Signal) bool {
 	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
+// Signal returns the signal that ended the process, if one did.
+func (w *Worker) Signal() (syscall.Signal, bool) {
+	select {
+	case <-w.done:
+	default:
+		return 0, false
+	}
+	ws, ok := w.state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, false
+	}
+	return ws.Signal(), true
+}
+
 // ExitCode returns the process's exit code, -1 if it was killed by a signal
 // or still runs.
 func (w *Worker) ExitCode() int {
