@@ -358,8 +358,8 @@ type InFlight struct {
 
 // InFlightRuns lists the runs workers hold (the in_flight view), by worker
 // and then oldest first, at most limit (0: 500). It reads the running runs
-// through runs_lease_idx and each one's running attempt through
-// attempts_running_idx.
+// through runs_lease_idx and each one's last attempt through the attempts'
+// primary key (schema 8).
 func (s *Store) InFlightRuns(ctx context.Context, limit int) ([]InFlight, error) {
 	if limit <= 0 {
 		limit = 500
