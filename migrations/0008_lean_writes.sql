@@ -34,8 +34,7 @@
 --   about twice the pages for these two tables (docs/operations.md).
 --
 -- Together: about 15% less machine CPU per one-step run (0.11 -> 0.095 ms)
--- and 700 fewer WAL
--- bytes (docs/benchmarks.md).
+-- and 700 fewer WAL bytes (docs/benchmarks.md).
 
 DROP INDEX {schema}.attempts_activity_time_idx;
 DROP INDEX {schema}.attempts_running_idx;
