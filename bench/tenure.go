@@ -246,7 +246,13 @@ func tenureFleetOf(ctx context.Context, c config, m *meter, k int) (res result, 
 	}); err != nil {
 		return res, err
 	}
-	stats, err := fleet.stop()
+	return e.finish(ctx, fleet, res)
+}
+
+// finish stops the worker processes of fleet and adds their lost leases and
+// the runs completed to res.
+func (e *tenureEnv) finish(ctx context.Context, f fleet, res result) (result, error) {
+	stats, err := f.stop()
 	if err != nil {
 		return res, err
 	}
@@ -325,11 +331,5 @@ func withWorkerProcess(ctx context.Context, c config, m *meter, res result, body
 	if err := m.measure(ctx, &res, func() ([]time.Duration, error) { return body(e) }); err != nil {
 		return res, err
 	}
-	stats, err := fleet.stop()
-	if err != nil {
-		return res, err
-	}
-	res.LeasesLost = &stats.LeasesLost
-	res.Completed, err = e.completed(ctx, e.pool)
-	return res, err
+	return e.finish(ctx, fleet, res)
 }
