@@ -25,10 +25,12 @@ type Client struct {
 	maxPayload int
 	poll       time.Duration
 	observer   StartObserver
-	listenIdle time.Duration   // how long the LISTEN connection outlives its last waiter
-	listen     *pgx.ConnConfig // the LISTEN connection's; nil: the pool's
-	pollOnly   bool
-	logger     *slog.Logger
+	listenIdle time.Duration // how long the LISTEN connection outlives its last waiter
+	// expectedWait bounds an expected run's first wait (see await).
+	expectedWait time.Duration
+	listen       *pgx.ConnConfig // the LISTEN connection's; nil: the pool's
+	pollOnly     bool
+	logger       *slog.Logger
 	// statementTimeout bounds each statement the client sends (see bounded).
 	statementTimeout time.Duration
 	notices          notices
@@ -141,7 +143,7 @@ func NewClient(pool *pgxpool.Pool, opts ...ClientOption) (*Client, error) {
 	case o.logger == nil:
 		return nil, errors.New("sdk.NewClient: nil logger")
 	}
-	c := &Client{store: st, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle,
+	c := &Client{store: st, maxPayload: o.maxPayload, poll: o.poll, observer: o.observer, listenIdle: listenIdle, expectedWait: expectedWait,
 		statementTimeout: o.statementTimeout, listen: o.listen, pollOnly: o.pollOnly, logger: o.logger}
 	c.starts.lockWait = flushLockWait
 	return c, nil

@@ -16,6 +16,10 @@ func Pending(c *Client) int {
 	return len(c.starts.pending)
 }
 
+// SetExpectedWait sets how long an expected run's Result waits for its
+// notice before it reads.
+func SetExpectedWait(c *Client, d time.Duration) { c.expectedWait = d }
+
 // SetListenIdle sets how long c's LISTEN connection outlives its last waiter.
 func SetListenIdle(c *Client, d time.Duration) { c.listenIdle = d }
 

@@ -51,6 +51,9 @@ func expectingClient(t *testing.T, opts ...sdk.ClientOption) (*sdk.Client, *pgxp
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	// As long as the poll: a Result that waits for a notice instead of
+	// reading takes a minute, which resultAtOnce tells from a read.
+	sdk.SetExpectedWait(c, time.Minute)
 	first, err := sdk.Start(t.Context(), c, Ship, OrderIn{})
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +94,20 @@ func resultAtOnce(t *testing.T, ctx context.Context, run *sdk.Run[string]) {
 	}
 }
 
+// startExpected starts a run on c, which must expect its end's notice as
+// expect says.
+func startExpected(t *testing.T, ctx context.Context, c *sdk.Client, expect bool) *sdk.Run[string] {
+	t.Helper()
+	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sdk.Expected(c, run.ID); got != expect {
+		t.Fatalf("run started: expected to notify its end %v, want %v", got, expect)
+	}
+	return run
+}
+
 // notify sends the end notice of run id, as a worker's commit does.
 func notify(t *testing.T, pool *pgxpool.Pool, schema string, id string) {
 	t.Helper()
@@ -106,13 +123,7 @@ func TestResult_ARunStartedWhileListeningIsReadOnlyAfterItsNotice(t *testing.T) 
 	c, pool, schema, counter := expectingClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sdk.Expected(c, run.ID) {
-		t.Fatal("a run started while listening is not expected to notify its end")
-	}
+	run := startExpected(t, ctx, c, true)
 	before := counter.n.Load()
 	waiting := result(ctx, run)
 	time.Sleep(100 * time.Millisecond)
@@ -141,10 +152,7 @@ func TestResult_ARunNotifiedBeforeResultIsReadAtOnce(t *testing.T) {
 	c, pool, schema, _ := expectingClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startExpected(t, ctx, c, true)
 	complete(t, pool, schema, run.ID)
 	notify(t, pool, schema, run.ID.String())
 	until(t, ctx, "the notice never arrived", func() bool { return !sdk.Expected(c, run.ID) })
@@ -158,13 +166,7 @@ func TestResult_ANewListenDropsTheExpectations(t *testing.T) {
 	c, pool, schema, _ := expectingClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sdk.Expected(c, run.ID) {
-		t.Fatal("not expected")
-	}
+	run := startExpected(t, ctx, c, true)
 	complete(t, pool, schema, run.ID) // its notice is lost with the connection
 	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", listener(t, pool, schema)); err != nil {
 		t.Fatal(err)
@@ -199,13 +201,7 @@ func TestResult_NoRunIsExpectedWhileTheListenConnectionIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, ctx, "the lost LISTEN connection still counts as listening", func() bool { return !sdk.Listening(c) })
-	run, err := sdk.Start(ctx, c, Ship, OrderIn{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sdk.Expected(c, run.ID) {
-		t.Fatal("a run started while the LISTEN connection was lost is expected to notify its end")
-	}
-	complete(t, pool, schema, run.ID) // no notice could reach the client anyway
+	run := startExpected(t, ctx, c, false) // notices cannot arrive now
+	complete(t, pool, schema, run.ID)      // no notice could reach the client anyway
 	resultAtOnce(t, ctx, run)
 }

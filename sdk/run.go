@@ -120,7 +120,7 @@ func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration,
 	for {
 		next := c.poll
 		if skip {
-			skip, next = false, min(next, expectedWait)
+			skip, next = false, min(next, c.expectedWait)
 		} else if ok, err := check(); ok || err != nil {
 			return err
 		}
@@ -144,8 +144,8 @@ func (c *Client) await(ctx context.Context, id uuid.UUID, timeout time.Duration,
 	}
 }
 
-// expectedWait bounds the wait for an expected run's notice before its
-// first read: a run that ends sooner is read once, one that ends later twice,
+// expectedWait is the default of Client.expectedWait, the bound of the wait
+// for an expected run's notice before its first read: a run that ends sooner is read once, one that ends later twice,
 // as any run was before the expectation.
 const expectedWait = 500 * time.Millisecond
 
