@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 )
@@ -141,17 +139,16 @@ func (h *handler) failures(w http.ResponseWriter, r *http.Request) {
 // previewPage is the Data of a requeue preview: the rows a confirm would
 // touch, and the form that confirms it.
 type previewPage struct {
-	Query    failureQuery
-	Rows     []operator.Failure
-	Total    int  // rows matching (more than Rows when over maxPreview)
-	TooMany  bool // over maxPreview: no confirm offered
-	Set      string
-	Note     string
-	Action   string // where the confirm posts, relative to the root
-	Back     string // the page to go back to, relative to the root
-	Changed  string // why a confirm was refused, when it was
-	Max      int
-	ForRunID uuid.UUID
+	Query   failureQuery
+	Rows    []operator.Failure
+	Total   int  // rows matching (more than Rows when over maxPreview)
+	TooMany bool // over maxPreview: no confirm offered
+	Set     string
+	Note    string
+	Action  string // where the confirm posts, relative to the root
+	Back    string // the page to go back to, relative to the root
+	Changed string // why a confirm was refused, when it was
+	Max     int
 }
 
 // candidateSet is the fingerprint of a set of runs that a preview shows and

@@ -12,6 +12,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tenurehq/tenure/operator"
 )
@@ -25,7 +26,6 @@ type page struct {
 	Writes  bool
 	CSRF    string // the session's CSRF token, for the forms
 	Orphans []operator.Orphans
-	Flash   string
 	Data    any
 }
 
@@ -168,7 +168,11 @@ func (h *handler) payload(b []byte) payload {
 	}
 	p := payload{Size: len(b)}
 	if len(b) > h.cfg.MaxPayload {
-		p.Text, p.Truncated, p.Shown = string(b[:h.cfg.MaxPayload]), true, h.cfg.MaxPayload
+		cut := h.cfg.MaxPayload // at a character's start: the page shows no half character
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		p.Text, p.Truncated, p.Shown = string(b[:cut]), true, cut
 		return p
 	}
 	var out bytes.Buffer
@@ -234,10 +238,8 @@ func truncate(n int, s string) string {
 		return s
 	}
 	cut := n
-	for cut > 0 && !utf8Start(s[cut]) {
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + "…"
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

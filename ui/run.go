@@ -167,7 +167,7 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 		rows = []operator.Failure{*run.Failure}
 	}
 	p := previewPage{Rows: rows, Total: len(rows), Set: candidateSet(rows), Note: r.PostFormValue("note"),
-		Action: "runs/" + id.String() + "/requeue", Back: "runs/" + id.String(), Max: maxPreview, ForRunID: id}
+		Action: "runs/" + id.String() + "/requeue", Back: "runs/" + id.String(), Max: maxPreview}
 	if len(rows) == 0 {
 		p.Changed = fmt.Sprintf("Run %s is %s, not failed: there is nothing to requeue.", id, run.Status)
 		status := http.StatusOK

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,11 +90,4 @@ func (h *handler) runs(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: p})
 }
 
-func validStatus(s sdk.RunStatus) bool {
-	for _, x := range sdk.RunStatuses() {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+func validStatus(s sdk.RunStatus) bool { return slices.Contains(sdk.RunStatuses(), s) }

@@ -19,7 +19,6 @@ import (
 type timeline struct {
 	W, H   float64
 	Left   float64 // where the axis starts, after the lane labels
-	Top    float64
 	Ticks  []tick
 	Lanes  []lane
 	Bars   []tlBar
@@ -67,7 +66,7 @@ const (
 	tlTop      = 22.0
 	tlLane     = 26.0
 	tlBarH     = 14.0
-	maxDrawn   = 2000 // attempts drawn; the table lists them all
+	maxDrawn   = 2000 // attempts drawn at most, whatever the caller passes (the run page passes its last 500)
 	minBarSize = 2.0
 )
 
@@ -116,7 +115,7 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 	}
 	// The axis fits the run, however short: a run of 50 ms fills it too.
 	span := max(t1.Sub(t0), 10*time.Millisecond)
-	tl := timeline{W: tlWidth, Left: tlLeft, Top: tlTop}
+	tl := timeline{W: tlWidth, Left: tlLeft}
 	axis := tlWidth - tlLeft - 10
 	x := func(t time.Time) float64 { return tlLeft + axis*float64(t.Sub(t0))/float64(span) }
 	for i := 0; i <= 4; i++ {
