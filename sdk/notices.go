@@ -35,15 +35,14 @@ type notices struct {
 	undelivered bool
 	wg          sync.WaitGroup // the listener goroutines, current and stopping
 
-	// gen counts the LISTENs that took effect; listening is set while
-	// notices are known to arrive (from the listener's Delivering to its
-	// Lost or stop). expected holds the runs this client created meanwhile
-	// (by gen), until their first notice: their end's notice cannot be
-	// missed, so Result need not read such a run before it waits (see
-	// expect).
-	gen       uint64
+	// listening is set while notices are known to arrive (from the
+	// listener's Delivering to its Lost or stop). expected holds the runs
+	// this client created meanwhile, until their first notice: their end's
+	// notice cannot be missed, so Result need not read such a run before it
+	// waits (see expect). Whatever ends that time (Lost, a new LISTEN, a
+	// stop) clears it, so every entry in it is current.
 	listening bool
-	expected  map[uuid.UUID]uint64
+	expected  map[uuid.UUID]struct{}
 }
 
 // maxExpected bounds notices.expected (about 40 bytes an entry): a client
@@ -59,13 +58,13 @@ const maxExpected = 100_000
 func (n *notices) expect(id uuid.UUID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.listening || n.undelivered || len(n.expected) >= maxExpected {
+	if !n.listening || len(n.expected) >= maxExpected {
 		return false
 	}
 	if n.expected == nil {
-		n.expected = map[uuid.UUID]uint64{}
+		n.expected = map[uuid.UUID]struct{}{}
 	}
-	n.expected[id] = n.gen
+	n.expected[id] = struct{}{}
 	return true
 }
 
@@ -91,9 +90,8 @@ func (n *notices) subscribe(c *Client, id uuid.UUID) (ch chan struct{}, expected
 	ch = make(chan struct{}, 1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if gen, ok := n.expected[id]; ok {
+	if _, expected = n.expected[id]; expected {
 		delete(n.expected, id)
-		expected = gen == n.gen && n.listening && !n.undelivered
 	}
 	if n.waiters == nil {
 		n.waiters = map[uuid.UUID][]chan struct{}{}
@@ -186,8 +184,7 @@ func (n *notices) wake(payload string) {
 func (n *notices) wakeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.gen++ // a new LISTEN: notices between the last one's loss and now were missed
-	n.forget()
+	n.forget() // a new LISTEN: notices between the last one's loss and now were missed
 	for _, list := range n.waiters {
 		for _, ch := range list {
 			signal(ch)
