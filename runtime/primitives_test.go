@@ -623,6 +623,87 @@ func TestSignal_ThousandWaitingRunsHoldNoLeaseAndCostNoStatements(t *testing.T) 
 	}
 }
 
+// A worker holding many runs renews all their leases, and writes its
+// registry row, in one statement per heartbeat interval: 100 runs held in
+// their activities cost no more statements than none.
+func TestHeartbeat_OneStatementPerIntervalWhateverTheWorkerHolds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	release := make(chan struct{})
+	var inside atomic.Int64
+	hold := activities.New("hold", func(ctx context.Context, n int) (int, error) {
+		inside.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return n, nil
+	})
+	wf := sdk.NewWorkflow("holds", func(ctx context.Context, n int) (int, error) {
+		return sdk.Execute(ctx, hold, n)
+	})
+	const runs = 100
+	var many []sdk.StartParams[int]
+	for i := range runs {
+		many = append(many, sdk.StartParams[int]{Input: i})
+	}
+	started, err := sdk.StartMany(e.ctx, e.client, wf, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(e.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statements{}
+	cfg.ConnConfig.Tracer = counter // the heartbeat's own connection is opened with it too
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	wcfg := e.config()
+	wcfg.Concurrency = runs
+	wcfg.HeartbeatInterval = 100 * time.Millisecond
+	wcfg.LeaseTTL = 10 * time.Second
+	wcfg.PollInterval = time.Minute // no poll in the window: every slot is taken
+	w, err := runtime.NewWorker(pool, wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Shutdown(ctx)
+	})
+	eventually(t, "every run to be inside its activity", func() bool { return inside.Load() == runs })
+	time.Sleep(200 * time.Millisecond) // the attempts' starts have committed
+	before := counter.n.Load()
+	const window = 2 * time.Second
+	time.Sleep(window)
+	sent := counter.n.Load() - before
+	beats := int64(window / wcfg.HeartbeatInterval)
+	if sent > beats+2 {
+		t.Fatalf("%d statements in %s with %d runs held, want at most the %d heartbeats", sent, window, runs, beats)
+	}
+	if sent < beats/2 {
+		t.Fatalf("%d statements in %s: the heartbeat did not beat every %s", sent, window, wcfg.HeartbeatInterval)
+	}
+	t.Logf("%d statements in %s (%d heartbeats) with %d runs held", sent, window, beats, runs)
+	close(release)
+	for _, r := range started {
+		if _, err := result(t, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Short sleeps are recorded after the fact, with the run's next write: two in
 // a row are both in history, with the times they were slept.
 func TestSleep_ShortSleepsInARowAreAllRecorded(t *testing.T) {

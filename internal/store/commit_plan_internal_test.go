@@ -167,7 +167,9 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 		leases = append(leases, Lease{RunID: id, Epoch: 1})
 	}
 	rec := &recorder{DB: pool}
-	if _, err := s.Renew(ctx, rec, leases, time.Minute, nil); err != nil {
+	beat := &WorkerBeat{ID: uuid.New(), Label: "w", Host: "h", PID: 1, Version: "test", Workflows: []string{"wf"},
+		Queues: []string{"default"}, Concurrency: held, Held: held, Interval: time.Second, TTL: time.Minute}
+	if _, err := s.Renew(ctx, rec, leases, time.Minute, beat); err != nil { // as a worker sends it, with its registry row
 		t.Fatal(err)
 	}
 	if mode := renewMode(pool); len(mode) != 1 || mode[0] != pgx.QueryExecModeCacheDescribe {
