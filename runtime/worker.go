@@ -319,6 +319,20 @@ func (w *Worker) register(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
+// registryRefused reports whether the server refused the registry's row
+// itself: a privilege, a missing table or column, a constraint or bad data
+// (SQLSTATE classes 42, 23 and 22). A statement timeout or an admin
+// shutdown is an outage of the whole statement, not a reason to run
+// without the registry for the worker's life.
+func registryRefused(err error) bool {
+	class := sqlState(err)
+	if len(class) < 2 {
+		return false
+	}
+	class = class[:2]
+	return class == "42" || class == "23" || class == "22"
+}
+
 // registryFailed turns the registry off for this worker after a write of
 // its row failed: its leases must never depend on it.
 func (w *Worker) registryFailed(err error) {
@@ -764,7 +778,7 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 	if err == nil && len(held) == 0 {
 		// Nothing to renew: the beat keeps the registry row alone.
 		if row := w.registryRow(0, false); row != nil {
-			if err = w.store.Beat(tctx, *conn, *row); sqlState(err) != "" {
+			if err = w.store.Beat(tctx, *conn, *row); registryRefused(err) {
 				w.registryFailed(err) // the server refused the row: no outage
 				err = nil
 			}
@@ -786,7 +800,7 @@ func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
 	if err == nil {
 		row := w.registryRow(len(held), false)
 		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, row)
-		if row != nil && sqlState(err) != "" {
+		if row != nil && registryRefused(err) {
 			// The server refused the statement: the registry's part may be
 			// the cause, and leases never wait for it.
 			w.registryFailed(err)
