@@ -140,22 +140,10 @@ func (s *Store) FailureCounts(ctx context.Context, width time.Duration, since ti
 
 // RunAuditLog returns the audit_log rows that name the run among their
 // run_ids (the requeues that put it back: who, when, with what note), oldest
-// first. Purges name no runs. The audit log is small and unindexed on
-// run_ids: one scan per call.
+// first, through the GIN index on run_ids (migration 7). Purges name no
+// runs.
 func (s *Store) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT id, at, actor, action, runs, failures, filter, coalesce(run_ids, '{}'), coalesce(note, '')
-		FROM {schema}.audit_log
-		WHERE run_ids @> ARRAY[$1::uuid] -- audit_log_run_ids_idx
-		ORDER BY id`), uuidArg(runID))
-	if err != nil {
-		return nil, s.wrap("read audit log", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
-	if err != nil {
-		return nil, s.wrap("read audit log", err)
-	}
-	return out, nil
+	return s.auditLog(ctx, `WHERE run_ids @> ARRAY[$1::uuid] ORDER BY id`, uuidArg(runID))
 }
 
 // Schemas lists the schemas of the database that hold Tenure's tables (a

@@ -193,19 +193,20 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 	if limit <= 0 {
 		limit = 100
 	}
+	return s.auditLog(ctx, `ORDER BY id DESC LIMIT $1`, limit)
+}
+
+// auditLog reads the audit_log rows that rest (a fixed WHERE, ORDER BY and
+// LIMIT with bind parameters) selects.
+func (s *Store) auditLog(ctx context.Context, rest string, args ...any) ([]AuditEntry, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT id, at, actor, action, runs, failures, filter, coalesce(run_ids, '{}'), coalesce(note, '')
-		FROM {schema}.audit_log
-		ORDER BY id DESC
-		LIMIT $1`), limit)
+		FROM {schema}.audit_log `+rest), args...)
 	if err != nil {
 		return nil, s.wrap("read audit log", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
-	if err != nil {
-		return nil, s.wrap("read audit log", err)
-	}
-	return out, nil
+	return out, s.wrap("read audit log", err)
 }
 
 // String describes an entry on one line, e.g.
