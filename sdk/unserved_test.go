@@ -1,11 +1,9 @@
 package sdk_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
@@ -13,24 +11,6 @@ import (
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Start warns, once per workflow and queue and minute, when no live worker
 // serves the workflow: its runs would wait for one unnoticed.
@@ -41,7 +21,7 @@ func TestStart_WarnsWhenNoLiveWorkerServesTheWorkflow(t *testing.T) {
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logBuffer
 	client, err := sdk.NewClient(pool, sdk.WithSchema(schema), sdk.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
