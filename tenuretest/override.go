@@ -26,7 +26,7 @@ type replacement struct {
 // promise and, for a transactional activity, its transaction (begun for
 // each attempt and committed with the step's checkpoint; fn does not see
 // it: use OverrideTx for that). fn is called with the attempt's context, so
-// activities.IdempotencyKey and activities.AttemptInfo work in it.
+// [activities.IdempotencyKey] and [activities.InfoFrom] work in it.
 //
 // When an activity is overridden more than once, the last override wins, so
 // a test can refine the fakes a helper of its package sets. An override
