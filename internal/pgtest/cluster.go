@@ -207,9 +207,10 @@ func (r *runner) give(dir string) error {
 }
 
 // startCluster initialises a cluster in dir (made by newClusterDir) and
-// starts its server, waiting until it accepts connections. On failure the
-// caller removes dir.
-func (r *runner) startCluster(dir string) (*cluster, error) {
+// starts its server, waiting until it accepts connections. The settings in
+// conf follow serverConf in postgresql.conf, so they override it. On failure
+// the caller removes dir.
+func (r *runner) startCluster(dir string, conf ...string) (*cluster, error) {
 	c := &cluster{
 		r:    r,
 		dir:  dir,
@@ -231,9 +232,9 @@ func (r *runner) startCluster(dir string) (*cluster, error) {
 		"--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
 		return nil, err
 	}
-	conf := append(slices.Clone(serverConf),
+	conf = append(slices.Concat(serverConf, conf),
 		"port = "+strconv.Itoa(port),
-		"unix_socket_directories = '"+strings.ReplaceAll(c.sock, "'", "''")+"'",
+		"unix_socket_directories = "+quoteConf(c.sock),
 	)
 	if err := appendFile(filepath.Join(c.data, "postgresql.conf"), "\n# pgtest\n"+strings.Join(conf, "\n")+"\n"); err != nil {
 		return nil, err
@@ -286,12 +287,29 @@ func (r *runner) reapOrphans(tmp string) []string {
 			len(fields) < 2 || strings.TrimSpace(fields[1]) != host {
 			continue
 		}
-		c := &cluster{r: r, dir: dir, data: filepath.Join(dir, "data")}
-		if c.destroy() == nil {
+		if r.removeFolder(dir) == nil {
 			reaped = append(reaped, dir)
 		}
 	}
 	return reaped
+}
+
+// removeFolder stops every server whose data directory is in the cluster
+// folder dir (dir/data, and dir/*/data such as a replicated pair's standby's)
+// and removes the folder. It keeps the folder when one of them is still
+// running after the stop.
+func (r *runner) removeFolder(dir string) error {
+	datas, _ := filepath.Glob(filepath.Join(dir, "*", "data"))
+	for _, data := range append([]string{filepath.Join(dir, "data")}, datas...) {
+		if _, err := os.Stat(data); err != nil {
+			continue
+		}
+		c := &cluster{r: r, dir: dir, data: data}
+		if err := c.stop(); err != nil && serverRunning(data) {
+			return fmt.Errorf("%w (folder %s kept)", err, dir)
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // serverRunning reports whether data has a postmaster.pid naming a live
@@ -350,6 +368,9 @@ func cleanEnv() []string {
 	}
 	return env
 }
+
+// quoteConf quotes a string value of postgresql.conf.
+func quoteConf(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
 
 func appendFile(path, text string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
