@@ -67,4 +67,39 @@
 //
 // A machine without pgbouncer fails such tests, saying how to install it
 // (apt-get install -y pgbouncer).
+//
+// # Replication
+//
+// [Replicate] (or [StartReplicated], without a testing.TB) starts a private
+// primary and one hot standby made from it with pg_basebackup and streaming
+// from it, for tests of failover, whatever DATABASE_URL says. The primary
+// commits durably (synchronous_commit on); with sync, a commit is
+// acknowledged only once the standby has flushed it, and without, the
+// standby follows asynchronously. Both servers listen on unix sockets in
+// folders of their own under one parent folder, which is reaped like a
+// private cluster's when its test process dies.
+//
+// A failover is [Replicated.StopPrimary] then [Replicated.Promote]. A client
+// that opens its connections with [Replicated.URL], which names both servers
+// with target_session_attrs=read-write, reaches the primary before and the
+// promoted standby after:
+//
+//	rep := pgtest.Replicate(t, true)
+//	// ... commit through rep.URL() ...
+//	if err := rep.StopPrimary("immediate"); err != nil {
+//		t.Fatal(err)
+//	}
+//	if err := rep.Promote(); err != nil {
+//		t.Fatal(err)
+//	}
+//	// ... new connections on rep.URL() write to the promoted standby,
+//	// where every commit acknowledged before the stop is.
+//
+// An asynchronous failover loses commits, and a test produces the loss at a
+// point of its choosing: on a pair started without sync,
+// [Replicated.CutReplication] stops the standby receiving WAL, so that what
+// the primary commits after it is gone once the standby is promoted.
+// [Replicated.WaitCaughtUp] waits until the standby has replayed everything
+// the primary has flushed, for a test that needs both servers to agree
+// first.
 package pgtest
