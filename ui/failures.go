@@ -105,7 +105,14 @@ type failuresPage struct {
 	Chart    barChart
 	Sparks   []barChart
 	Requeued string
+	Kept     string // indeterminate runs a requeue left failed
 	Purged   string
+	// Lost are the at-most-once activities of the indeterminate groups
+	// shown; LostPartial is set when some groups are not shown, so that
+	// "Requeue all" may include more of them.
+	Lost        []lostEffect
+	LostRuns    int
+	LostPartial bool
 }
 
 func (h *handler) failures(w http.ResponseWriter, r *http.Request) {
@@ -124,15 +131,19 @@ func (h *handler) failures(w http.ResponseWriter, r *http.Request) {
 	}
 	total := make([]int64, buckets)
 	sparks := make([]barChart, len(groups.Groups))
+	var shown int64 // failures of the groups shown
 	for i, g := range groups.Groups {
 		for b, n := range g.Buckets {
 			total[b] += n
 		}
 		sparks[i] = sparkline(g.Buckets, groups.From, groups.Width)
+		shown += g.Count
 	}
 	p := failuresPage{Query: q, Ages: ages, Reasons: policy.Reasons(), Groups: groups, Sparks: sparks,
 		Chart:    overview(total, groups.From, groups.Width),
-		Requeued: r.URL.Query().Get("requeued"), Purged: r.URL.Query().Get("purged")}
+		Requeued: r.URL.Query().Get("requeued"), Kept: r.URL.Query().Get("kept"), Purged: r.URL.Query().Get("purged"),
+		Lost: lostInGroups(groups.Groups), LostPartial: shown < groups.Total}
+	p.LostRuns = lostRuns(p.Lost)
 	h.render(w, r, http.StatusOK, "failures", page{Title: "Failures", Nav: "failures", Data: p})
 }
 
@@ -149,6 +160,12 @@ type previewPage struct {
 	Back    string // the page to go back to, relative to the root
 	Changed string // why a confirm was refused, when it was
 	Max     int
+	// Lost are the at-most-once activities of the rows that failed
+	// indeterminate, which a confirm must say were checked (checkedField);
+	// LostRuns counts those rows, Others the rest.
+	Lost             []lostEffect
+	LostRuns, Others int
+	Unchecked        string // why a confirm without the checks was refused
 }
 
 // candidateSet is the fingerprint of a set of runs that a preview shows and
@@ -166,7 +183,8 @@ func candidateSet(rows []operator.Failure) string {
 // requeueFailures previews (first post) and then performs (confirm=1) the
 // requeue of the failures that the filter, or one group under it, selects.
 // The confirm recomputes the set and refuses with 409 when it is not the
-// one previewed.
+// one previewed, and with 422 when it includes runs that failed
+// indeterminate and neither says their activity was checked nor skips them.
 func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who string) {
 	q := readFailureQuery(r.PostForm)
 	now := time.Now()
@@ -186,6 +204,7 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		p.TooMany, p.Rows = true, rows[:maxPreview]
 	}
 	p.Set = candidateSet(p.Rows)
+	p.withLost()
 	if r.PostFormValue("confirm") != "1" || p.TooMany {
 		h.render(w, r, http.StatusOK, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
@@ -195,14 +214,24 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	n, err := h.requeueSet(r, q, rows, auditNote(who, p.Note))
+	chosen, note, ok := p.checked(r.PostForm)
+	if !ok {
+		h.render(w, r, http.StatusUnprocessableEntity, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
+		return
+	}
+	n, err := h.requeueSet(r, q, chosen, auditNote(who, note))
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", len(rows), "filter", q.Values().Encode(), "group", q.Group)
+	kept := len(rows) - len(chosen)
+	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", len(rows), "indeterminate", p.LostRuns,
+		"left_failed", kept, "filter", q.Values().Encode(), "group", q.Group)
 	v := q.Values()
 	v.Set("requeued", strconv.Itoa(n))
+	if kept > 0 {
+		v.Set("kept", strconv.Itoa(kept))
+	}
 	redirect(w, root(r)+"failures?"+v.Encode())
 }
 

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/policy"
 )
 
 // page is what every template gets: the layout's fields and the page's own
@@ -40,6 +41,9 @@ var funcs = template.FuncMap{
 	"derefd":   func(d *time.Duration) time.Duration { return *d },
 	"add":      func(a, b float64) float64 { return a + b },
 	"plural":   plural,
+	// indeterminate reports a failure reason whose requeue invokes an
+	// at-most-once activity again (see indeterminate.go).
+	"indeterminate": func(r policy.Reason) bool { return r == policy.Indeterminate },
 }
 
 // plural is "1 error", "2 errors", for any integer n.

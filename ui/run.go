@@ -146,7 +146,9 @@ func recordedPolicy(s operator.Step) (policy.Retry, error) {
 // requeueRun previews (first post: the failure row it will mark requeued)
 // and then performs (confirm=1) the requeue of one failed run, with the note
 // in its audit row, and sends the browser back to the run. The confirm
-// refuses with 409 when the run's open failure is not the one previewed.
+// refuses with 409 when the run's open failure is not the one previewed,
+// and with 422 when the run failed indeterminate and the form does not say
+// its activity was checked.
 func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string) {
 	id, err := parseRunID(r)
 	if err != nil {
@@ -168,6 +170,7 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 	}
 	p := previewPage{Rows: rows, Total: len(rows), Set: candidateSet(rows), Note: r.PostFormValue("note"),
 		Action: "runs/" + id.String() + "/requeue", Back: "runs/" + id.String(), Max: maxPreview}
+	p.withLost()
 	if len(rows) == 0 {
 		p.Changed = fmt.Sprintf("Run %s is %s, not failed: there is nothing to requeue.", id, run.Status)
 		status := http.StatusOK
@@ -186,7 +189,12 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
 		return
 	}
-	err = h.op.Requeue(r.Context(), id, auditNote(who, p.Note))
+	_, note, ok := p.checked(r.PostForm)
+	if !ok {
+		h.render(w, r, http.StatusUnprocessableEntity, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
+		return
+	}
+	err = h.op.Requeue(r.Context(), id, auditNote(who, note))
 	if errors.Is(err, operator.ErrNotFailed) {
 		p.Changed = "Someone requeued the run meanwhile: nothing was done."
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "runs", Data: p})
