@@ -206,7 +206,7 @@ func (c *Client) Send(ctx context.Context, runID uuid.UUID, name string, payload
 	if err := c.ready(ctx); err != nil {
 		return err
 	}
-	b, err := c.signalPayload(name, payload)
+	b, err := c.signalPayload("sdk.Send", name, payload)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, runID uuid.UUID, name st
 	if tx == nil {
 		return fmt.Errorf("sdk.SendTx: nil transaction")
 	}
-	b, err := c.signalPayload(name, payload)
+	b, err := c.signalPayload("sdk.SendTx", name, payload)
 	if err != nil {
 		return err
 	}
@@ -234,17 +234,17 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, runID uuid.UUID, name st
 }
 
 // signalPayload encodes a signal's payload, within the client's payload
-// limit.
-func (c *Client) signalPayload(name string, payload any) ([]byte, error) {
+// limit. caller is the entry point, named in the errors.
+func (c *Client) signalPayload(caller, name string, payload any) ([]byte, error) {
 	if name == "" {
-		return nil, errors.New("sdk.Send: empty signal name")
+		return nil, fmt.Errorf("%s: empty signal name", caller)
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("sdk.Send(%q): encode payload: %w", name, err)
+		return nil, fmt.Errorf("%s(%q): encode payload: %w", caller, name, err)
 	}
 	if len(b) > c.maxPayload {
-		return nil, fmt.Errorf("sdk.Send(%q): payload is %d bytes of JSON, limit %d: %w", name, len(b), c.maxPayload, ErrPayloadTooLarge)
+		return nil, fmt.Errorf("%s(%q): payload is %d bytes of JSON, limit %d: %w", caller, name, len(b), c.maxPayload, ErrPayloadTooLarge)
 	}
 	return b, nil
 }

@@ -53,7 +53,7 @@
 // Execute override the activity's defaults for that call (call option >
 // activity default > worker default > package default); an invalid one is
 // returned as a *policy.ValidationError before anything runs. Called outside
-// a run, Execute returns [ErrNotInWorkflow].
+// a run, Execute returns an error wrapping [ErrNotInWorkflow].
 //
 // An activity learns about its attempt from its context:
 // [activities.InfoFrom] gives the run, step, attempt and budgets spent, and

@@ -30,8 +30,10 @@ var ErrNotFound = store.ErrNotFound
 // errors.Is.
 var ErrFinished = store.ErrFinished
 
-// ErrNotInWorkflow is returned by Execute called outside a workflow run.
-var ErrNotInWorkflow = errors.New("sdk.Execute called outside a workflow run")
+// ErrNotInWorkflow is returned by Execute and the other calls of a workflow
+// (Sleep, Receive, Now, StartChild, …) made outside a workflow run, wrapped
+// with the name of the call. Match with errors.Is.
+var ErrNotInWorkflow = errors.New("called outside a workflow run")
 
 // ErrOutcomeUnknown means the client does not know whether the database
 // recorded a write: the connection failed, or a deadline passed, after the

@@ -66,7 +66,7 @@ func WithDelay(d time.Duration) StartOption { return func(o *startOptions) { o.d
 // also wraps ctx's error); when ctx ends before the run was sent, Start
 // returns ctx's error and nothing was recorded.
 func Start[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], in In, opts ...StartOption) (*Run[Out], error) {
-	return start(ctx, c, nil, wf, in, opts)
+	return start(ctx, c, "sdk.Start", nil, wf, in, opts)
 }
 
 // StartTx records a new run of wf inside the caller's transaction tx: the run
@@ -77,14 +77,15 @@ func StartTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Workflo
 	if tx == nil {
 		return nil, fmt.Errorf("sdk.StartTx: nil transaction")
 	}
-	return start(ctx, c, tx, wf, in, opts)
+	return start(ctx, c, "sdk.StartTx", tx, wf, in, opts)
 }
 
 // start records one run on db, or shares a commit with concurrent Starts
-// when db is nil.
-func start[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], in In, opts []StartOption) (run *Run[Out], err error) {
+// when db is nil. caller is the entry point, named in the errors of its
+// arguments.
+func start[In, Out any](ctx context.Context, c *Client, caller string, db store.DB, wf *Workflow[In, Out], in In, opts []StartOption) (run *Run[Out], err error) {
 	if wf == nil {
-		return nil, fmt.Errorf("sdk.Start: nil workflow")
+		return nil, fmt.Errorf("%s: nil workflow", caller)
 	}
 	if c == nil {
 		return nil, errNilClient

@@ -35,7 +35,7 @@ type StartParams[In any] struct {
 // handles: the other runs are recorded and their handles set, the refused
 // elements' handles are nil.
 func StartMany[In, Out any](ctx context.Context, c *Client, wf *Workflow[In, Out], params []StartParams[In]) ([]*Run[Out], error) {
-	return startMany(ctx, c, nil, wf, params)
+	return startMany(ctx, c, "sdk.StartMany", nil, wf, params)
 }
 
 // StartManyTx is StartMany inside the caller's transaction tx: the runs exist
@@ -45,14 +45,14 @@ func StartManyTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, wf *Wor
 	if tx == nil {
 		return nil, fmt.Errorf("sdk.StartManyTx: nil transaction")
 	}
-	return startMany(ctx, c, tx, wf, params)
+	return startMany(ctx, c, "sdk.StartManyTx", tx, wf, params)
 }
 
 // startMany records the runs on db, or on the pool with retries when db is
-// nil.
-func startMany[In, Out any](ctx context.Context, c *Client, db store.DB, wf *Workflow[In, Out], params []StartParams[In]) (runs []*Run[Out], err error) {
+// nil. caller is the entry point, named in the errors of its arguments.
+func startMany[In, Out any](ctx context.Context, c *Client, caller string, db store.DB, wf *Workflow[In, Out], params []StartParams[In]) (runs []*Run[Out], err error) {
 	if wf == nil {
-		return nil, fmt.Errorf("sdk.StartMany: nil workflow")
+		return nil, fmt.Errorf("%s: nil workflow", caller)
 	}
 	if c == nil {
 		return nil, errNilClient

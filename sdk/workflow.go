@@ -117,7 +117,7 @@ func Execute[In, Out any](ctx context.Context, act *activities.Activity[In, Out]
 	var out Out
 	ex, ok := engine.ExecutorFrom(ctx)
 	if !ok {
-		return out, ErrNotInWorkflow
+		return out, fmt.Errorf("sdk.Execute: %w", ErrNotInWorkflow)
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
