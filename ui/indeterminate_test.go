@@ -23,7 +23,7 @@ func TestRequeueRun_IndeterminateIsRequeuedOnlyOnceItsActivityIsChecked(t *testi
 
 	body := want(t, f.post(run+"/requeue", url.Values{"note": {"INC-8"}}, postOpts{}), http.StatusOK,
 		`data-testid="indeterminate-warning"`, `This run failed <code>indeterminate</code> in\s*<b data-testid="indeterminate-activity">pay-supplier</b>`,
-		`<input type="checkbox" name="checked" value="pay-supplier" required data-testid="indeterminate-check"> I have checked that <b>pay-supplier</b> did not take effect for this run<`)
+		`<input type="checkbox" name="checked" value="pay-supplier" required data-testid="indeterminate-check"><span>I have checked that <b>pay-supplier</b> did not take effect for this run<`)
 	if strings.Contains(body, `data-testid="requeue-others"`) {
 		t.Fatal("the preview of one indeterminate run offers to requeue the others: there are none")
 	}
