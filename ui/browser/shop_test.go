@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
+	internalstore "github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
@@ -29,9 +31,9 @@ type order struct {
 }
 
 // shop is one test's Tenure: a migrated schema of its own, a worker that
-// serves the checkout workflow, a client, and the operator the UI reads
-// through. Its card processor rejects one currency until the test deploys
-// the fix.
+// serves the checkout and payout workflows, a client, and the operator the
+// UI reads through. Its card processor rejects one currency until the test
+// deploys the fix; its bank can fall silent while a payment is made.
 type shop struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
@@ -48,6 +50,24 @@ type shop struct {
 	// reconcile is a workflow that no worker of the shop registers: its
 	// runs wait in the queue for ever, which the UI must point out.
 	reconcile *sdk.Workflow[string, string]
+
+	// payout pays a supplier through pay-supplier, an at-most-once
+	// activity: paying twice is the bug to avoid. While bankSilent is set,
+	// each of its attempts says so on paying and then waits for the bank's
+	// answer until the run's lease is lost (see cutOff).
+	payout     *sdk.Workflow[payment, string]
+	bankSilent atomic.Bool
+	paying     chan string // the payment IDs of attempts that wait
+	bankMu     sync.Mutex
+	bankCalls  map[string]int // pay-supplier's calls, by payment ID
+	internal   *internalstore.Store
+}
+
+// payment is the input of the shop's payout.
+type payment struct {
+	ID       string
+	Supplier string
+	Amount   int
 }
 
 // discard is the logger of the shop's worker and client: a test's output is
@@ -111,6 +131,27 @@ func newShop(t *testing.T) *shop {
 	s.reconcile = sdk.NewWorkflow("reconcile-ledger", func(ctx context.Context, day string) (string, error) {
 		return "reconciled " + day, nil
 	})
+	s.paying, s.bankCalls = make(chan string, 16), map[string]int{}
+	paySupplier := activities.New("pay-supplier", func(ctx context.Context, p payment) (string, error) {
+		s.bankMu.Lock()
+		s.bankCalls[p.ID]++
+		s.bankMu.Unlock()
+		if s.bankSilent.Load() {
+			select {
+			case s.paying <- p.ID:
+			default: // nobody waits for it: the test has enough
+			}
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return fmt.Sprintf("paid %d to %s", p.Amount, p.Supplier), nil
+	}, policy.AtMostOnce())
+	s.payout = sdk.NewWorkflow("payout", func(ctx context.Context, p payment) (string, error) {
+		return sdk.Execute(ctx, paySupplier, p)
+	})
+	if s.internal, err = internalstore.New(pool, internalstore.WithSchema(s.schema)); err != nil {
+		t.Fatal(err)
+	}
 
 	s.worker, err = runtime.NewWorker(pool, runtime.Config{
 		Schema:            s.schema,
@@ -123,7 +164,7 @@ func newShop(t *testing.T) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.worker.Register(s.checkout); err != nil {
+	if err := s.worker.Register(s.checkout, s.payout); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.worker.Start(context.WithoutCancel(ctx)); err != nil {
@@ -164,4 +205,22 @@ func (s *shop) order(o order) (*sdk.Run[string], error) {
 		s.t.Fatalf("checkout of %s: no result in 30s", o.ID)
 	}
 	return run, err
+}
+
+// cutOff does to the run what a worker cut off from PostgreSQL in the middle
+// of an attempt suffers: its lease ends at once, so the shop's worker
+// reclaims the run, finds the attempt lost and, for an at-most-once
+// activity, fails the run indeterminate.
+func (s *shop) cutOff(runID uuid.UUID) {
+	s.t.Helper()
+	if err := s.internal.ExpireLease(s.t.Context(), runID); err != nil {
+		s.t.Fatalf("cut off run %s: %v", runID, err)
+	}
+}
+
+// calls is how many times pay-supplier was invoked for payment id.
+func (s *shop) calls(id string) int {
+	s.bankMu.Lock()
+	defer s.bankMu.Unlock()
+	return s.bankCalls[id]
 }
