@@ -38,8 +38,11 @@
 // (same-origin Origin or Referer, and a double-submit CSRF token compared in
 // constant time); every requeue and purge is first a dry run that lists
 // what it will touch, and its confirmation is refused when that set has
-// changed since. Requeues and purges write audit_log rows whose note starts
-// with "ui:<who>".
+// changed since. A requeue of runs that failed indeterminate, whose
+// at-most-once activity runs again, is refused unless the confirmation also
+// says, activity by activity, that someone checked its effect did not happen
+// (indeterminate.go). Requeues and purges write audit_log rows whose note
+// starts with "ui:<who>".
 //
 // Answers carry a Content-Security-Policy without scripts, X-Frame-Options
 // DENY and Cache-Control no-store. The pages read through indexes only (see
