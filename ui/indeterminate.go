@@ -124,8 +124,12 @@ func unchecked(form url.Values, effects []lostEffect) []lostEffect {
 
 // uncheckedRefusal says why a confirm that did not check missing was refused.
 func uncheckedRefusal(missing []lostEffect, others int) string {
-	s := "Nothing was requeued: " + describeEffects(missing) + ". Requeueing runs it again, so its effect may happen twice: " +
-		"check that it did not take effect, then tick the box for it and confirm again"
+	it, its := "it", "its effect"
+	if len(missing) > 1 {
+		it, its = "them", "their effects"
+	}
+	s := "Nothing was requeued: " + describeEffects(missing) + ". Requeueing runs " + it + " again, so " + its +
+		" may happen twice: check that " + it + " did not take effect, then tick the box for " + it + " and confirm again"
 	if others > 0 {
 		s += ", or requeue only the " + plural(others, "other run")
 	}
@@ -133,7 +137,7 @@ func uncheckedRefusal(missing []lostEffect, others int) string {
 }
 
 // describeEffects is "2 runs failed indeterminate in at-most-once
-// pay-supplier and 1 in send-parcel".
+// pay-supplier, 1 in send-parcel".
 func describeEffects(effects []lostEffect) string {
 	parts := make([]string, len(effects))
 	for i, e := range effects {
