@@ -8,7 +8,7 @@
 //
 // From this folder:
 //
-//	go run . [-systems tenure,river,dbos] [-workloads A,A',B,C,D] [-scale 1] [-json out.json]
+//	go run . [-systems tenure,river,dbos] [-workloads A,A',B,C,D] [-scale 1] [-history 0] [-json out.json]
 //
 // The counters are cluster-wide: run nothing else against the server.
 package main
@@ -37,6 +37,7 @@ type config struct {
 	systems []string
 	loads   []string
 	prefix  string // schemas are prefix_tenure, prefix_river, prefix_dbos
+	history int    // finished runs in each system's tables before each workload (history.go)
 
 	runsA, runsB, runsC, runsD int // runs per workload (A and A' share runsA)
 	stepsB                     int
@@ -70,6 +71,9 @@ type result struct {
 	P90Ms          *float64 `json:"p90_ms,omitempty"`
 	LeasesLost     *int64   `json:"leases_lost,omitempty"`
 	Completed      int      `json:"completed"` // runs found finished afterwards
+	// History is how many finished runs the system's tables held before
+	// the workload (-history).
+	History int `json:"history"`
 	// ForeignSamples counts the 100ms samples of the timed part in which
 	// another client's session was active: non-zero means the cluster-wide
 	// counters include someone else's work.
@@ -122,6 +126,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.DurationVar(&c.riverCooldown, "river-fetch-cooldown", 2*time.Millisecond, "River FetchCooldown (riverbench's value)")
 	fs.DurationVar(&c.riverPoll, "river-fetch-poll", 20*time.Millisecond, "River FetchPollInterval (riverbench's value)")
 	fs.IntVar(&c.callers, "callers", c.callers, "concurrent callers in A and B")
+	fs.IntVar(&c.history, "history", 0, "fill each system's tables with this many finished runs (vacuumed and analysed) before each workload, outside the timed part")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the in-process workers and clients) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -149,6 +154,9 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 		if !slices.Contains(allLoads, l) {
 			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(allLoads, ","))
 		}
+	}
+	if c.history < 0 {
+		return fmt.Errorf("-history %d: want 0 or more finished runs", c.history)
 	}
 	n := func(base int) int { return max(1, int(float64(base)*scale+0.5)) }
 	c.runsA, c.runsB, c.runsC, c.runsD = n(5000), n(500), n(200), n(3000)
@@ -184,6 +192,9 @@ func runAll(ctx context.Context, c config) ([]result, error) {
 			}
 			fmt.Fprintf(c.log, "bench: %s on %s\n", load, sys)
 			rs, err := runOne(ctx, c, m, load, sys)
+			for i := range rs {
+				rs[i].History = c.history
+			}
 			results = append(results, rs...)
 			if err != nil {
 				return results, fmt.Errorf("%s on %s: %w", load, sys, err)
@@ -225,8 +236,8 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 }
 
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintf(w, "%-4s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s\n",
-		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost", "noise")
+	fmt.Fprintf(w, "%-4s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s %8s\n",
+		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost", "noise", "history")
 	opt := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -244,8 +255,8 @@ func printTable(w io.Writer, results []result) {
 		if r.LeasesLost != nil {
 			lost = fmt.Sprint(*r.LeasesLost)
 		}
-		fmt.Fprintf(w, "%-4s %-7s %4s %6d %10.0f %10s %9.2f %10.0f %8.2f %8s %8s %6s %5d\n",
-			r.Workload, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples)
+		fmt.Fprintf(w, "%-4s %-7s %4s %6d %10.0f %10s %9.2f %10.0f %8.2f %8s %8s %6s %5d %8d\n",
+			r.Workload, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples, r.History)
 	}
 }
 
