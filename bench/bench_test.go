@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,28 +23,9 @@ func TestMain(m *testing.M) {
 // TestEveryWorkload runs every workload of every system at a tiny scale and
 // checks that each completed all its runs. It says nothing about speed.
 func TestEveryWorkload(t *testing.T) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		url = defaultURL
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c := testConfig(t, "benchtest")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	dial, stop := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := pgx.Connect(dial, url)
-	stop()
-	if err != nil {
-		t.Fatalf("the benchmark needs PostgreSQL at %s (set DATABASE_URL): %v", redact(url), err)
-	}
-	_ = conn.Close(ctx)
-
-	c := config{
-		url: url, systems: allSystems, loads: allLoads, prefix: "benchtest",
-		runsA: 20, runsB: 20, runsC: 20, runsD: 20, stepsB: 10,
-		callers: 100, poolSize: 20, dWorkers: []int{1, 2, 4},
-		tenureConcurrency: 100, tenureDrain: 1000, riverWorkers: 2000,
-		riverCooldown: 2 * time.Millisecond, riverPoll: 20 * time.Millisecond,
-		log: testLog{t},
-	}
 	results, err := runAll(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +50,116 @@ func TestEveryWorkload(t *testing.T) {
 		"C tenure", "C river", "C dbos", "D tenure", "D tenure", "D tenure", "E tenure", "S tenure"}
 	if !slices.Equal(got, want) {
 		t.Errorf("measured %q, want %q", got, want)
+	}
+}
+
+// TestHistory runs A, A' and B of every system with a history of 500
+// finished runs, and checks that each workload completed its own 20 runs (the
+// history's are not counted as the workload's), and that the history is in
+// each system's tables afterwards: finished, with its steps, attempts or
+// outputs, vacuumed and analysed.
+func TestHistory(t *testing.T) {
+	c := testConfig(t, "benchhistory")
+	c.loads, c.history = []string{"A", "A'", "B"}, 500
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	results, err := runAll(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, r.Workload+" "+r.System)
+		if r.Completed != r.Runs || r.Runs != 20 || r.History != 500 {
+			t.Errorf("%s on %s: %d of %d runs completed after a history of %d, want 20 of 20 after 500", r.Workload, r.System, r.Completed, r.Runs, r.History)
+		}
+	}
+	if want := []string{"A tenure", "A dbos", "A' tenure", "A' river", "B tenure", "B dbos"}; !slices.Equal(got, want) {
+		t.Errorf("measured %q, want %q", got, want)
+	}
+
+	// Each system's schema is left as its last workload ended. Every history
+	// run was created a minute or more before its fill, every run of the
+	// workload after it. Each query counts the history's runs, the failed ones,
+	// the unfinished ones (none is claimable) and the ones lacking a row of
+	// their record (a step, the attempt that ended it, a failure, an output).
+	checks := []struct {
+		system string
+		tables []string
+		query  string
+	}{
+		{"tenure", tenureHistoryTables, `SELECT count(*), count(*) FILTER (WHERE r.status = 'failed'),
+			count(*) FILTER (WHERE r.status NOT IN ('completed', 'failed') OR r.finished_at IS NULL),
+			count(*) FILTER (WHERE s.steps <> (r.input->>'steps')::int OR s.unended > 0
+				OR (r.status = 'failed') <> EXISTS (SELECT FROM {schema}.failures f WHERE f.run_id = r.id AND f.requeued_at IS NULL))
+			FROM {schema}.runs r,
+			LATERAL (SELECT count(*) AS steps, count(*) FILTER (WHERE NOT EXISTS (
+				SELECT FROM {schema}.attempts a WHERE a.run_id = x.run_id AND a.step = x.step
+				AND a.status = CASE x.status WHEN 'completed' THEN 'succeeded' ELSE 'failed' END)) AS unended
+				FROM {schema}.steps x WHERE x.run_id = r.id) AS s
+			WHERE r.created_at < now() - interval '1 minute'`},
+		{"river", riverHistoryTables, `SELECT count(*), count(*) FILTER (WHERE state = 'discarded'),
+			count(*) FILTER (WHERE state NOT IN ('completed', 'discarded') OR finalized_at IS NULL),
+			count(*) FILTER (WHERE attempt <> coalesce(cardinality(errors), 0) + CASE WHEN state = 'completed' THEN 1 ELSE 0 END)
+			FROM {schema}.river_job WHERE created_at < now() - interval '1 minute'`},
+		{"dbos", dbosHistoryTables, `SELECT count(*), count(*) FILTER (WHERE w.status = 'ERROR'),
+			count(*) FILTER (WHERE w.status NOT IN ('SUCCESS', 'ERROR') OR w.completed_at IS NULL),
+			count(*) FILTER (WHERE NOT EXISTS (SELECT FROM {schema}.workflow_output o WHERE o.workflow_uuid = w.workflow_uuid)
+				OR NOT EXISTS (SELECT FROM {schema}.operation_outputs p WHERE p.workflow_uuid = w.workflow_uuid))
+			FROM {schema}.workflow_status w
+			WHERE w.created_at < floor(extract(epoch FROM now() - interval '1 minute') * 1000)::bigint`},
+	}
+	conn, err := pgx.Connect(ctx, c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, ch := range checks {
+		schema := c.prefix + "_" + ch.system
+		var runs, failed, unfinished, incomplete int
+		if err := conn.QueryRow(ctx, strings.ReplaceAll(ch.query, "{schema}", pgx.Identifier{schema}.Sanitize())).
+			Scan(&runs, &failed, &unfinished, &incomplete); err != nil {
+			t.Fatalf("%s: %v", ch.system, err)
+		}
+		// 2 in 100 failed: runs 1, 100, 101, 200, 201, … 500.
+		if runs != 500 || failed != 10 || unfinished != 0 || incomplete != 0 {
+			t.Errorf("%s: history of %d runs, %d failed, %d unfinished, %d incomplete; want 500, 10, 0, 0", ch.system, runs, failed, unfinished, incomplete)
+		}
+		var kept int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = ANY ($2) AND last_vacuum IS NOT NULL AND last_analyze IS NOT NULL`,
+			schema, ch.tables).Scan(&kept); err != nil {
+			t.Fatalf("%s: %v", ch.system, err)
+		}
+		if kept != len(ch.tables) {
+			t.Errorf("%s: %d of the tables %q vacuumed and analysed, want all", ch.system, kept, ch.tables)
+		}
+	}
+}
+
+// testConfig is every workload of every system at 20 runs, with schemas
+// named prefix_tenure and so on; it fails the test if the server is not
+// there.
+func testConfig(t *testing.T, prefix string) config {
+	t.Helper()
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = defaultURL
+	}
+	dial, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	conn, err := pgx.Connect(dial, url)
+	if err != nil {
+		t.Fatalf("the benchmark needs PostgreSQL at %s (set DATABASE_URL): %v", redact(url), err)
+	}
+	_ = conn.Close(dial)
+	return config{
+		url: url, systems: allSystems, loads: allLoads, prefix: prefix,
+		runsA: 20, runsB: 20, runsC: 20, runsD: 20, stepsB: 10,
+		callers: 100, poolSize: 20, dWorkers: []int{1, 2, 4},
+		tenureConcurrency: 100, tenureDrain: 1000, riverWorkers: 2000,
+		riverCooldown: 2 * time.Millisecond, riverPoll: 20 * time.Millisecond,
+		log: testLog{t},
 	}
 }
 
