@@ -645,7 +645,7 @@ func (w *Worker) listen(ctx context.Context) {
 			}
 			return w.connect(ctx)
 		},
-		Pool:      w.store.Pool(),
+		Send:      w.store.Notify,
 		Listening: w.signal, // anything announced before LISTEN took effect
 		Notify:    w.notified,
 		Retry:     w.cfg.PollInterval,

@@ -205,7 +205,7 @@ func (n *notices) listen(ctx context.Context, c *Client) {
 			}
 			return pgx.ConnectConfig(ctx, c.store.Pool().Config().ConnConfig.Copy())
 		},
-		Pool:      c.store.Pool(),
+		Send:      c.store.Notify,
 		Listening: n.wakeAll,
 		// Expectations only while notices are known to arrive, and from
 		// this listener only until it is stopped (its context, cancelled

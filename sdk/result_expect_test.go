@@ -19,13 +19,24 @@ import (
 // reads counts the run reads (Result's) sent on a pool.
 type reads struct{ n atomic.Int64 }
 
-func (r *reads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "f.id IS NOT NULL") { // the run's read (store.GetRun)
+func (r *reads) count(sql string) {
+	if strings.Contains(sql, "f.id IS NOT NULL") { // the run's read (store.GetRun)
 		r.n.Add(1)
 	}
+}
+
+func (r *reads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.count(d.SQL)
 	return ctx
 }
 func (r *reads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *reads) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (r *reads) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.count(d.SQL)
+}
+func (r *reads) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // expectingClient is a client whose LISTEN is in effect (a first run was
 // awaited), with a poll interval of a minute, and a count of its reads.

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrNotDelivered is returned by Run when a notice sent through the pool did
@@ -40,19 +39,15 @@ var ErrNotDelivered = errors.New("notices sent through the pool do not reach the
 // probePrefix starts the payload of probe notices, which Notify never sees.
 const probePrefix = "tenure-probe:"
 
-// Execer sends the probe notice: the pool the notices come through.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // Config configures Run. Zero durations take the defaults their comments name.
 type Config struct {
 	// Channel is the channel to LISTEN on, unquoted.
 	Channel string
 	// Connect opens the LISTEN connection; Run closes it.
 	Connect func(ctx context.Context) (*pgx.Conn, error)
-	// Pool sends the probe notice, as the notices listened for are sent.
-	Pool Execer
+	// Send sends a notice on a channel through the pool, as the notices
+	// listened for are sent (store.Store.Notify): the probe.
+	Send func(ctx context.Context, channel, payload string) error
 	// Listening is called each time LISTEN has taken effect: notices sent
 	// before it were missed.
 	Listening func()
@@ -206,7 +201,7 @@ func (l *loop) once(ctx context.Context) error {
 func (l *loop) check(ctx context.Context, conn *pgx.Conn) error {
 	payload := fmt.Sprintf("%s%016x", probePrefix, rand.Uint64())
 	sctx, cancel := l.bounded(ctx)
-	_, err := l.cfg.Pool.Exec(sctx, `SELECT pg_notify($1, $2)`, l.cfg.Channel, payload)
+	err := l.cfg.Send(sctx, l.cfg.Channel, payload)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("send a probe notice through the pool: %w", err)

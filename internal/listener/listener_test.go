@@ -76,11 +76,15 @@ func background(t *testing.T, cfg listener.Config) (stop func() error) {
 }
 
 func config(t *testing.T, connURL string, l *logs) listener.Config {
+	pool := pgtest.Pool(t)
 	return listener.Config{
 		Channel: "t_" + strings.ReplaceAll(t.Name(), "/", "_"),
 		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, connURL) },
-		Pool:    pgtest.Pool(t),
-		Retry:   20 * time.Millisecond, MaxRetry: 400 * time.Millisecond,
+		Send: func(ctx context.Context, channel, payload string) error {
+			_, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+			return err
+		},
+		Retry: 20 * time.Millisecond, MaxRetry: 400 * time.Millisecond,
 		ProbeTimeout: time.Second,
 		Logger:       slog.New(l),
 		What:         "test notifications", Meanwhile: "polling", Fix: "Connect directly.",
@@ -99,7 +103,7 @@ func TestRun_DeliversNoticesButNotTheProbe(t *testing.T) {
 	cfg.Notify = func(p string) { notices <- p }
 	stop := background(t, cfg)
 	<-listening
-	if _, err := cfg.Pool.Exec(t.Context(), "SELECT pg_notify($1, 'hello')", cfg.Channel); err != nil {
+	if _, err := pgtest.Pool(t).Exec(t.Context(), "SELECT pg_notify($1, 'hello')", cfg.Channel); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -210,7 +214,7 @@ func TestRun_UnreachableBacksOffAndWarnsOncePerError(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	if _, err := cfg.Pool.Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+	if _, err := pgtest.Pool(t).Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid); err != nil {
 		t.Fatal(err)
 	}
 	select {

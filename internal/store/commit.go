@@ -89,12 +89,6 @@ type WriteResult struct {
 	Marked Marked
 }
 
-// Batcher is what Commit sends its statements on: a *pgx.Conn or a
-// *pgxpool.Pool.
-type Batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
 // Commit applies many runs' writes in one transaction and one round trip: one
 // multi-row statement per kind of part, each fenced per run, then one NOTIFY
 // for all the runs it ended. It returns one result per write, in order. A
@@ -117,7 +111,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 	}
 	b := &pgx.Batch{}
 	c.queue(s, b)
-	res := db.SendBatch(ctx, b)
+	res := s.send(ctx, db, planWrite, b)
 	fenced, err := c.read(res)
 	if cerr := res.Close(); err == nil {
 		err = cerr
@@ -506,19 +500,16 @@ const (
 		AND (a.run_id, a.step, a.attempt) <= (f.run_id, f.step, f.attempt)`
 )
 
-// commitPlanner is the first statement of every commit and claim: for its
-// transaction, no sequential or bitmap scan, and generic plans. (The
-// heartbeat's renewal is planned for its values instead, see renewMode.) A
-// transactional step's checkpoint sends it in the step's transaction, after
-// the activity's own statements, which it does not touch.
-// Every statement of a commit reads its rows by key, one lookup per row (a
-// bitmap scan per lookup costs more than an index scan); a sequential scan
-// was chosen where the statistics were those of a young table, and kept in
-// the cached generic plan. Generic plans: a custom plan of the claim cost
-// more to plan (0.4 ms) than to run. set_config(…, true) lasts until the
-// transaction ends, which a batch sent outside a transaction is.
-const commitPlanner = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('plan_cache_mode', 'force_generic_plan', true)`
+// Every commit and claim is planned with planWrite: no sequential or bitmap
+// scan, generic plans, and no JIT. Every statement of a commit reads its rows
+// by key, one lookup per row (a bitmap scan per lookup costs more than an
+// index scan); a sequential scan was chosen where the statistics were those
+// of a young table, and kept in the cached generic plan. Generic plans: a
+// custom plan of the claim cost more to plan (0.4 ms) than to run. No JIT:
+// the cost of the row-by-row lookups passes jit_above_cost once the tables
+// hold a history, and compiling cost 30 ms a statement. A transactional
+// step's checkpoint sends the settings in the step's transaction, after the
+// activity's own statements, which they do not touch.
 
 // A step's output and its attempt's success. Idempotent, like every part of
 // a commit: a write repeated after an ambiguous outcome finds the attempt
@@ -709,7 +700,6 @@ const sqlNotifyEnded = `
 
 func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	c.order = c.order[:0]
-	b.Queue(commitPlanner)
 	q := func(k kind, stmt string, args ...any) {
 		if len(c.has[k]) > 0 {
 			b.Queue(s.sql(stmt), args...)
@@ -799,9 +789,6 @@ func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
 
 func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 	var out [kinds]fencedSet
-	if _, err := res.Exec(); err != nil { // commitPlanner
-		return out, err
-	}
 	for _, k := range c.order {
 		rows, err := res.Query()
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
 )
@@ -18,7 +17,9 @@ import (
 // TestCommit_EveryStatementFindsItsRowsByKey: each statement of a commit
 // reads only the rows of its batch, each through its key, in the plan
 // PostgreSQL caches for the prepared statement (the commit forces generic
-// plans, see commitPlanner), whatever the tables' statistics say:
+// plans, see planWrite), and none is JIT-compiled even when the server
+// compiles everything (jit_above_cost = 0), whatever the tables' statistics
+// say:
 //
 //   - young: the tables analyzed while empty, then written (a new
 //     deployment, or bench/'s runs, before autovacuum analyzes them: the
@@ -151,20 +152,28 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	if len(b.QueuedQueries) < 8 {
 		t.Fatalf("%d statements queued, want every kind's", len(b.QueuedQueries))
 	}
-	if b.QueuedQueries[0].SQL != commitPlanner {
-		t.Fatalf("the commit's first statement is %q, want the planner settings", b.QueuedQueries[0].SQL)
+	sent := s.planned(pool, planWrite, b).QueuedQueries
+	if want := s.sql(`CALL {schema}.planner('write')`); sent[0].SQL != want {
+		t.Fatalf("the commit's first statement is %q, want %q", sent[0].SQL, want)
 	}
-	for _, q := range b.QueuedQueries[1:] {
-		plan := explainGeneric(t, pool, q.SQL, q.Arguments)
+	for _, q := range b.QueuedQueries {
+		plan := explainGeneric(t, s, q.SQL, q.Arguments)
 		for _, bad := range badAccess(plan, wideIndex) {
 			t.Errorf("%s in the plan of\n%s\n%s", bad, q.SQL, plan)
 		}
 	}
+	claim := s.sql(sqlClaim)
+	claimArgs := []any{[]string{"wf", "other"}, []string{"default"}, 100, "w", int64(30_000)}
 	// The heartbeat's renewal, likewise, as the custom plan it gets at each
-	// call (renewMode).
+	// call (planRenew).
 	var leases []Lease
 	for _, id := range ids {
 		leases = append(leases, Lease{RunID: id, Epoch: 1})
+	}
+	// Without the planner's settings, a server that compiles everything
+	// compiles these statements: the check above can fail.
+	if plan := explainUnder(t, s, "", claim, claimArgs); !strings.Contains(plan, "JIT:") {
+		t.Fatalf("the claim is not JIT-compiled at jit_above_cost = 0 without the planner settings: the check cannot fail\n%s", plan)
 	}
 	rec := &recorder{DB: pool}
 	beat := &WorkerBeat{ID: uuid.New(), Label: "w", Host: "h", PID: 1, Version: "test", Workflows: []string{"wf"},
@@ -172,19 +181,18 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	if _, err := s.Renew(ctx, rec, leases, time.Minute, beat); err != nil { // as a worker sends it, with its registry row
 		t.Fatal(err)
 	}
-	if mode := renewMode(pool); len(mode) != 1 || mode[0] != pgx.QueryExecModeCacheDescribe {
-		t.Fatalf("renewal's exec mode on a default pool: %v, want cache_describe", mode)
+	if len(rec.queries) != 2 || rec.queries[0].SQL != s.sql(`CALL {schema}.planner('renew')`) {
+		t.Fatalf("the renewal's batch: %v, want the renew planner and the renewal", rec.queries)
 	}
-	for _, q := range rec.queries {
-		plan := explain(t, pool, "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)", q.SQL, q.Arguments)
+	for _, q := range rec.queries[1:] {
+		plan := explain(t, s, planRenew, q.SQL, q.Arguments)
 		for _, bad := range badAccess(plan, wideIndex) {
 			t.Errorf("%s in the plan of the renewal\n%s\n%s", bad, q.SQL, plan)
 		}
 	}
 	// The claim reads the queued and expired runs of its workflows through
 	// the indexes made for it, each range by its Index Cond.
-	claim := s.sql(sqlClaim)
-	plan := explainGeneric(t, pool, claim, []any{[]string{"wf", "other"}, []string{"default"}, 100, "w", int64(30_000)})
+	plan := explainGeneric(t, s, claim, claimArgs)
 	for _, bad := range badAccess(plan, notForClaims) {
 		t.Errorf("%s in the plan of the claim\n%s\n%s", bad, claim, plan)
 	}
@@ -223,43 +231,62 @@ var (
 	notForClaims = regexp.MustCompile(`runs_(workflow_status|created)_idx`)
 )
 
-// recorder is a DB that keeps the queries it sends (the arguments but the
-// exec mode).
+// recorder is a DB that keeps the statements of the batches it sends.
 type recorder struct {
 	DB
 	queries []*pgx.QueuedQuery
 }
 
-func (r *recorder) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	q := &pgx.QueuedQuery{SQL: sql}
-	for _, a := range args {
-		if _, mode := a.(pgx.QueryExecMode); !mode {
-			q.Arguments = append(q.Arguments, a)
-		}
+func (r *recorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		r.queries = append(r.queries, &pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments})
 	}
-	r.queries = append(r.queries, q)
-	return r.DB.Query(ctx, sql, args...)
+	return r.DB.SendBatch(ctx, b)
 }
 
 // explainGeneric returns the generic plan of sql with args, as a commit's
-// transaction plans it (commitPlanner), read through PREPARE and EXPLAIN
-// EXECUTE in a transaction that is rolled back. The arguments are sent as
-// literals (the simple protocol), which EXECUTE takes.
-func explainGeneric(t *testing.T, pool *pgxpool.Pool, sql string, args []any) string {
+// transaction plans it (planWrite); see explain.
+func explainGeneric(t *testing.T, s *Store, sql string, args []any) string {
 	t.Helper()
-	return explain(t, pool, commitPlanner, sql, args)
+	return explain(t, s, planWrite, sql, args)
 }
 
-// explain is explainGeneric under the settings statement settings.
-func explain(t *testing.T, pool *pgxpool.Pool, settings, sql string, args []any) string {
+// explain returns the plan of sql with args under the planner settings of
+// mode, read through PREPARE and EXPLAIN EXECUTE in a transaction that is
+// rolled back, on a server that JIT-compiles every statement
+// (jit_above_cost and the others at 0, as a server's settings may be): it
+// fails the test when the plan would be compiled. The arguments are sent as
+// literals (the simple protocol), which EXECUTE takes.
+func explain(t *testing.T, s *Store, mode planMode, sql string, args []any) string {
 	t.Helper()
+	plan := explainUnder(t, s, s.sql(`CALL {schema}.planner('`+string(mode)+`')`), sql, args)
+	if strings.Contains(plan, "JIT:") {
+		t.Errorf("JIT-compiled at jit_above_cost = 0 under the %s planner settings:\n%s\n%s", mode, sql, plan)
+	}
+	return plan
+}
+
+// everythingCompiled is a server's settings that JIT-compile every
+// statement, as SET LOCAL statements.
+const everythingCompiled = `SET LOCAL jit = on; SET LOCAL jit_above_cost = 0; SET LOCAL jit_inline_above_cost = 0;
+	SET LOCAL jit_optimize_above_cost = 0`
+
+// explainUnder is explain with the settings statement settings (none: "").
+func explainUnder(t *testing.T, s *Store, settings, sql string, args []any) string {
+	t.Helper()
+	pool := s.Pool()
 	tx, err := pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }()
-	if _, err := tx.Exec(t.Context(), settings); err != nil {
+	if _, err := tx.Exec(t.Context(), everythingCompiled); err != nil {
 		t.Fatal(err)
+	}
+	if settings != "" {
+		if _, err := tx.Exec(t.Context(), settings); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Prepared statements belong to the session, not the transaction.
 	if _, err := tx.Exec(t.Context(), "PREPARE planned AS "+sql); err != nil {

@@ -68,7 +68,28 @@ func (s *Store) GetRunByKey(ctx context.Context, key string) (Run, error) {
 // getRun loads the run that cond (a fixed condition on r with one parameter)
 // selects, or ErrNotFound.
 func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`
+	var r Run
+	var f FailureRow
+	var failed, found bool
+	var after pgtype.Timestamptz
+	var parent pgtype.UUID
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&r.ID), &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
+			&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &after, &r.CreatedAt,
+			&r.FinishedAt, &r.WaitingFor, &parent, &r.ParentStep, &r.CancelRequested, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
+			&f.Errors, &f.Rescues, &f.ErrorMessage, &f.ErrorType, &f.ErrorStack, &f.FailedAt, &f.RequeuedAt,
+			&f.RequeueCount}, func() error {
+			found = true
+			if after.InfinityModifier == pgtype.Finite {
+				r.RunAfter = after.Time
+			}
+			if parent.Valid {
+				r.Parent = parent.Bytes
+			}
+			return nil
+		})
+		return err
+	}, s.sql(`
 		SELECT r.id, r.workflow, r.queue, r.priority, coalesce(r.run_key, ''), r.status, r.input, r.output,
 		       coalesce(r.error_message, ''), coalesce(r.claimant, ''), r.epoch, r.requeues, r.run_after,
 		       r.created_at, r.finished_at, coalesce(r.waiting_for, ''), r.parent_run_id, coalesce(r.parent_step, 0),
@@ -76,28 +97,6 @@ func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE `+cond), arg)
-	if err != nil {
-		return Run{}, s.wrap("get run", err)
-	}
-	var r Run
-	var f FailureRow
-	var failed, found bool
-	var after pgtype.Timestamptz
-	var parent pgtype.UUID
-	_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&r.ID), &r.Workflow, &r.Queue, &r.Priority, &r.Key, &r.Status, &r.Input,
-		&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &after, &r.CreatedAt,
-		&r.FinishedAt, &r.WaitingFor, &parent, &r.ParentStep, &r.CancelRequested, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
-		&f.Errors, &f.Rescues, &f.ErrorMessage, &f.ErrorType, &f.ErrorStack, &f.FailedAt, &f.RequeuedAt,
-		&f.RequeueCount}, func() error {
-		found = true
-		if after.InfinityModifier == pgtype.Finite {
-			r.RunAfter = after.Time
-		}
-		if parent.Valid {
-			r.Parent = parent.Bytes
-		}
-		return nil
-	})
 	if err != nil {
 		return Run{}, s.wrap("get run", err)
 	}
@@ -136,7 +135,7 @@ func (s *Store) CancelRunWithNote(ctx context.Context, id uuid.UUID, note string
 func (s *Store) cancelRun(ctx context.Context, stmt string, args ...any) (requested bool, err error) {
 	id := args[0].(uuidParam).Bytes
 	var did *string
-	err = s.pool.QueryRow(ctx, s.sql(stmt), args...).Scan(&did)
+	err = s.query(ctx, s.pool, planHot, scanOne(&did), s.sql(stmt), args...)
 	if err != nil {
 		return false, s.wrap("cancel run", err)
 	}
@@ -158,7 +157,7 @@ func (s *Store) RequeueRun(ctx context.Context, id uuid.UUID) error {
 // explainMiss tells "no such run" from "run in the wrong state".
 func (s *Store) explainMiss(ctx context.Context, id uuid.UUID, wrongState error) error {
 	var status string
-	err := s.pool.QueryRow(ctx, s.sql(`SELECT status FROM {schema}.runs WHERE id = $1`), id).Scan(&status)
+	err := s.query(ctx, s.pool, planHot, scanOne(&status), s.sql(`SELECT status FROM {schema}.runs WHERE id = $1`), uuidArg(id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}

@@ -66,33 +66,22 @@ func (s *Store) InsertRun(ctx context.Context, db DB, r NewRun) (id uuid.UUID, w
 // for, as for a key.
 //
 // However many runs, it is at most two statements (insert and notice, then a
-// lookup only when some runs have keys) sent as one batch: on the pool that
-// is one implicit transaction, so one commit and one round trip, and either
-// every run is recorded or none.
+// lookup only when some runs have keys) sent as one batch, behind the planner
+// settings (planHot: no JIT): on the pool that is one implicit transaction,
+// so one commit and one round trip, and either every run is recorded or
+// none. In the caller's transaction, JIT is off for these statements alone.
 func (s *Store) InsertRuns(ctx context.Context, db DB, runs []NewRun) ([]Inserted, error) {
 	if len(runs) == 0 {
 		return nil, nil
 	}
 	ins := s.newInsert(runs)
-	b := ins.batch()
-	if sender, ok := db.(interface {
-		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-	}); ok {
-		br := sender.SendBatch(ctx, b)
-		err := ins.read(br)
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, s.wrap("insert runs", err)
-		}
-	} else {
-		// A DB without batches runs the statements one by one; outside a
-		// transaction they then commit separately, which is still correct:
-		// the lookup only reads.
-		if err := ins.readEach(ctx, db, b); err != nil {
-			return nil, s.wrap("insert runs", err)
-		}
+	br := s.send(ctx, db, planHot, ins.batch())
+	err := ins.read(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, s.wrap("insert runs", err)
 	}
 	return ins.results(ctx, db)
 }
@@ -120,7 +109,7 @@ func (s *Store) InsertRunsBounded(ctx context.Context, runs []NewRun, wait time.
 			Arguments: []any{fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))},
 		}}, b.QueuedQueries...)
 	}
-	br := s.pool.SendBatch(ctx, b)
+	br := s.send(ctx, s.pool, planHot, b)
 	var err error
 	if len(ins.keys) > 0 {
 		_, err = br.Exec()
@@ -257,24 +246,6 @@ func (ins *insert) read(br pgx.BatchResults) error {
 	return ins.readExisting(rows)
 }
 
-// readEach runs the batch's statements one by one on db.
-func (ins *insert) readEach(ctx context.Context, db DB, b *pgx.Batch) error {
-	var created [][16]byte
-	q := b.QueuedQueries
-	if err := db.QueryRow(ctx, q[0].SQL, q[0].Arguments...).Scan(&created, new(*string)); err != nil {
-		return err
-	}
-	ins.setCreated(created)
-	if len(q) == 1 {
-		return nil
-	}
-	rows, err := db.Query(ctx, q[1].SQL, q[1].Arguments...)
-	if err != nil {
-		return err
-	}
-	return ins.readExisting(rows)
-}
-
 func (ins *insert) setCreated(ids [][16]byte) {
 	ins.created = make(map[[16]byte]bool, len(ids))
 	for _, id := range ids {
@@ -312,18 +283,16 @@ func (ins *insert) findEarlier(ctx context.Context, db DB) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	rows, err := db.Query(ctx, ins.s.sql(`SELECT id, workflow FROM {schema}.runs WHERE id = ANY($1::uuid[])`), missing)
-	if err != nil {
-		return err
-	}
 	ins.earlier = map[[16]byte]string{}
 	var id [16]byte
 	var workflow string
-	_, err = pgx.ForEachRow(rows, []any{&id, &workflow}, func() error {
-		ins.earlier[id] = workflow
-		return nil
-	})
-	return err
+	return ins.s.query(ctx, db, planHot, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&id, &workflow}, func() error {
+			ins.earlier[id] = workflow
+			return nil
+		})
+		return err
+	}, ins.s.sql(`SELECT id, workflow FROM {schema}.runs WHERE id = ANY($1::uuid[])`), missing)
 }
 
 // results maps what came back to one Inserted per run.
@@ -376,21 +345,20 @@ func (ins *insert) compareRepeats(ctx context.Context, db DB, out []Inserted) er
 	if len(items) == 0 {
 		return nil
 	}
-	rows, err := db.Query(ctx, ins.s.sql(`
-		SELECT d.item, r.input <> d.input::jsonb
-		FROM unnest($1::int[], $2::text[], $3::text[]) AS d(item, id, input)
-		JOIN {schema}.runs r ON r.id = d.id::uuid`), items, ids, inputs)
-	if err != nil {
-		return err
-	}
 	found := 0
 	var item int32
 	var other bool
-	if _, err := pgx.ForEachRow(rows, []any{&item, &other}, func() error {
-		out[item].OtherInput = other
-		found++
-		return nil
-	}); err != nil {
+	if err := ins.s.query(ctx, db, planHot, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&item, &other}, func() error {
+			out[item].OtherInput = other
+			found++
+			return nil
+		})
+		return err
+	}, ins.s.sql(`
+		SELECT d.item, r.input <> d.input::jsonb
+		FROM unnest($1::int[], $2::text[], $3::text[]) AS d(item, id, input)
+		JOIN {schema}.runs r ON r.id = d.id::uuid`), items, ids, inputs); err != nil {
 		return err
 	}
 	if found != len(items) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/store"
@@ -183,29 +182,25 @@ func TestInsertRuns_InTransaction(t *testing.T) {
 	if err == nil || countRuns(t, st) != 0 {
 		t.Fatalf("after rollback: %v, %d runs", err, countRuns(t, st))
 	}
-	// A DB that cannot send batches gets the statements one by one.
-	conn, err := st.Pool().Acquire(ctx)
+	// In the caller's transaction, JIT is off for the insert alone: the
+	// caller's setting holds for its own statements after it.
+	err = pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL jit = on"); err != nil {
+			return err
+		}
+		got, err := st.InsertRuns(ctx, tx, []store.NewRun{newRun("wf", "k"), newRun("wf", "k")})
+		if err != nil || !got[0].Created || got[1].Created || got[0].ID != got[1].ID {
+			t.Fatalf("in a transaction: %v, %v", got, err)
+		}
+		var jit string
+		if err := tx.QueryRow(ctx, "SHOW jit").Scan(&jit); err != nil || jit != "on" {
+			t.Fatalf("the caller's jit after InsertRuns: %q, %v; want its own, on", jit, err)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	got, err := st.InsertRuns(ctx, noBatch{conn}, []store.NewRun{newRun("wf", "k"), newRun("wf", "k")})
-	if err != nil || !got[0].Created || got[1].Created || got[0].ID != got[1].ID {
-		t.Fatalf("without batches: %v, %v", got, err)
-	}
-}
-
-// noBatch hides SendBatch.
-type noBatch struct{ c *pgxpool.Conn }
-
-func (n noBatch) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return n.c.Exec(ctx, sql, args...)
-}
-func (n noBatch) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return n.c.Query(ctx, sql, args...)
-}
-func (n noBatch) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return n.c.QueryRow(ctx, sql, args...)
 }
 
 // Inputs are stored as JSON that SQL can read.
@@ -386,7 +381,7 @@ func TestInsertRuns_OtherInputUnderTheSameKey(t *testing.T) {
 	for _, db := range []struct {
 		name string
 		db   store.DB
-	}{{"pool", st.Pool()}, {"no batches", noBatch{conn}}} {
+	}{{"pool", st.Pool()}, {"connection", conn}} {
 		t.Run(db.name, func(t *testing.T) {
 			k := func(s string) string { return db.name + "/" + s }
 			got, err := st.InsertRuns(ctx, db.db, []store.NewRun{with(k("a"), `{"x":1,"y":2}`), with(k("b"), `{"x":1}`)})

@@ -37,7 +37,7 @@ func (s *Store) ExpireLease(ctx context.Context, id uuid.UUID) error {
 		err = row.Scan(new(string))
 		return nil
 	})
-	if berr := s.pool.SendBatch(ctx, b).Close(); berr != nil && !errors.Is(berr, pgx.ErrNoRows) {
+	if berr := s.send(ctx, s.pool, planHot, b).Close(); berr != nil && !errors.Is(berr, pgx.ErrNoRows) {
 		return s.wrap("expire lease", berr)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {

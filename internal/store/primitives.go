@@ -331,8 +331,8 @@ const sqlWakeWaiting = `
 // run that ended is ErrFinished, an unknown one ErrNotFound.
 func (s *Store) SendSignal(ctx context.Context, db DB, run uuid.UUID, name string, payload []byte) (int64, error) {
 	var id int64
-	err := db.QueryRow(ctx, s.sql(`SELECT {schema}.send_signal($1, $2, $3::text::jsonb)`),
-		uuidArg(run), name, jsonArg(payload)).Scan(&id)
+	err := s.query(ctx, db, planHot, scanOne(&id), s.sql(`SELECT {schema}.send_signal($1, $2, $3::text::jsonb)`),
+		uuidArg(run), name, jsonArg(payload))
 	switch sqlState(err) {
 	case "TN001":
 		return 0, fmt.Errorf("send signal %q to run %s: %w", name, run, ErrNotFound)
@@ -357,9 +357,9 @@ func (s *Store) GetEvent(ctx context.Context, run uuid.UUID, key string) (Event,
 	var e Event
 	var value *string
 	var status *string
-	err := s.pool.QueryRow(ctx, s.sql(`
+	err := s.query(ctx, s.pool, planHot, scanOne(&status, &value), s.sql(`
 		SELECT r.status, (SELECT e.value::text FROM {schema}.events e WHERE e.run_id = r.id AND e.key = $2)
-		FROM {schema}.runs r WHERE r.id = $1`), uuidArg(run), key).Scan(&status, &value)
+		FROM {schema}.runs r WHERE r.id = $1`), uuidArg(run), key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("run %s: %w", run, ErrNotFound)
 	}

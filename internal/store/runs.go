@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/policy"
 )
@@ -48,16 +47,12 @@ type Claimed struct {
 // finished runs. Up to limit rows of each kind and pair are locked for the
 // statement; those not taken are released when it ends.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
-	// With the commit's planner settings (commitPlanner): generic plans,
-	// as a custom plan of this statement cost more to plan than to run.
+	// With the commit's planner settings (planWrite): generic plans, as a
+	// custom plan of this statement cost more to plan than to run.
 	b := &pgx.Batch{}
-	b.Queue(commitPlanner)
 	b.Queue(s.sql(sqlClaim), workflows, queues, limit, claimant, ttl.Milliseconds())
-	res := s.pool.SendBatch(ctx, b)
+	res := s.send(ctx, s.pool, planWrite, b)
 	defer res.Close()
-	if _, err := res.Exec(); err != nil {
-		return nil, s.wrap("claim runs", err)
-	}
 	rows, err := res.Query()
 	if err != nil {
 		return nil, s.wrap("claim runs", err)
@@ -159,10 +154,20 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 		registry = "wk AS (" + upsertSQL(4) + "),"
 		args = append(args, beat.args()...)
 	}
-	// Planned for its values each time (a statement per heartbeat interval:
-	// planning costs nothing that matters there), so that no plan cached
-	// while the table was young outlives it; see renewMode.
-	rows, err := db.Query(ctx, s.sql(`
+	// Planned for its values each time (planRenew: a statement per heartbeat
+	// interval, where planning costs nothing that matters), so that no plan
+	// cached while the table was young outlives it.
+	out := make(map[Lease]LeaseState, len(leases))
+	err := s.query(ctx, db, planRenew, func(rows pgx.Rows) error {
+		var id [16]byte
+		var epoch int64
+		var st LeaseState
+		_, err := pgx.ForEachRow(rows, []any{&id, &epoch, &st.Renewed, &st.CancelRequested}, func() error {
+			out[Lease{RunID: id, Epoch: epoch}] = st
+			return nil
+		})
+		return err
+	}, s.sql(`
 		WITH `+registry+` h AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
 		free AS ( -- each run by its primary key, not a scan of every running run (see fence)
@@ -181,41 +186,11 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 		WHERE renewed.id IS NOT NULL
 		   OR EXISTS (SELECT FROM (SELECT r.status FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch OFFSET 0) AS r
 		              WHERE r.status = 'running')`),
-		append(renewMode(db), args...)...)
+		args...)
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
 	}
-	out := make(map[Lease]LeaseState, len(leases))
-	var id [16]byte
-	var epoch int64
-	var st LeaseState
-	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &st.Renewed, &st.CancelRequested}, func() error {
-		out[Lease{RunID: id, Epoch: epoch}] = st
-		return nil
-	})
-	return out, s.wrap("renew leases", err)
-}
-
-// renewMode is the query exec mode of Renew on db: the connection's own,
-// but for pgx's default (prepared statements cached on the connection,
-// whose generic plans PostgreSQL keeps), for which it is cache_describe
-// (an unnamed statement, planned for its values at each call). The other
-// modes plan at each call already, and simple_protocol must stay for
-// poolers that take no other.
-func renewMode(db DB) []any {
-	var mode pgx.QueryExecMode
-	switch c := db.(type) {
-	case *pgx.Conn:
-		mode = c.Config().DefaultQueryExecMode
-	case interface{ Config() *pgxpool.Config }:
-		mode = c.Config().ConnConfig.DefaultQueryExecMode
-	default:
-		return nil
-	}
-	if mode == pgx.QueryExecModeCacheStatement {
-		return []any{pgx.QueryExecModeCacheDescribe}
-	}
-	return nil
+	return out, nil
 }
 
 // LeaseState is a held lease as Renew found it.

@@ -55,7 +55,33 @@ type ChildState struct {
 // one round trip. Budgets are counted from the attempt rows, so they survive
 // restarts and need no second counter that could drift.
 func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`
+	out := map[int]Step{}
+	var st Step
+	var delayMS int64
+	var dueMS float64
+	var child pgtype.UUID
+	var cs ChildState
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&st.Step, &st.Activity, &st.Status, &st.Output, &st.Reason,
+			&st.ErrorMessage, &st.ErrorType, &st.ErrorValue, &st.BudgetFrom, &st.LastAttempt, &st.LastStatus, &delayMS,
+			&st.Errors, &st.Rescues, &st.LastTraceID, &st.LastSpanID,
+			&st.Kind, &dueMS, &child, &cs.Status, &cs.Output, &cs.Reason, &cs.ErrorMessage, &cs.ErrorType}, func() error {
+			st.LastDelay = time.Duration(delayMS) * time.Millisecond
+			st.DueIn = NoDue
+			if dueMS == dueMS { // not NaN
+				st.DueIn = time.Duration(dueMS * float64(time.Millisecond))
+			}
+			if child.Valid {
+				cs.ID = child.Bytes
+				c := cs
+				st.Child = &c
+			}
+			out[st.Step] = st
+			st, cs = Step{}, ChildState{}
+			return nil
+		})
+		return err
+	}, s.sql(`
 		SELECT s.step, s.activity, s.status, s.output, coalesce(s.reason, ''),
 		       coalesce(s.error_message, ''), coalesce(s.error_type, ''), s.error_value, s.budget_from,
 		       coalesce(max(a.attempt), 0),
@@ -74,34 +100,7 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 		LEFT JOIN {schema}.failures cf ON cf.run_id = c.id AND cf.requeued_at IS NULL
 		WHERE s.run_id = $1
 		GROUP BY s.run_id, s.step, c.id, cf.id
-		ORDER BY s.step`), runID)
-	if err != nil {
-		return nil, s.wrap("load steps", err)
-	}
-	out := map[int]Step{}
-	var st Step
-	var delayMS int64
-	var dueMS float64
-	var child pgtype.UUID
-	var cs ChildState
-	_, err = pgx.ForEachRow(rows, []any{&st.Step, &st.Activity, &st.Status, &st.Output, &st.Reason,
-		&st.ErrorMessage, &st.ErrorType, &st.ErrorValue, &st.BudgetFrom, &st.LastAttempt, &st.LastStatus, &delayMS,
-		&st.Errors, &st.Rescues, &st.LastTraceID, &st.LastSpanID,
-		&st.Kind, &dueMS, &child, &cs.Status, &cs.Output, &cs.Reason, &cs.ErrorMessage, &cs.ErrorType}, func() error {
-		st.LastDelay = time.Duration(delayMS) * time.Millisecond
-		st.DueIn = NoDue
-		if dueMS == dueMS { // not NaN
-			st.DueIn = time.Duration(dueMS * float64(time.Millisecond))
-		}
-		if child.Valid {
-			cs.ID = child.Bytes
-			c := cs
-			st.Child = &c
-		}
-		out[st.Step] = st
-		st, cs = Step{}, ChildState{}
-		return nil
-	})
+		ORDER BY s.step`), uuidArg(runID))
 	return out, s.wrap("load steps", err)
 }
 
@@ -123,7 +122,12 @@ type LostAttempt struct {
 // budget (and not to the run's backstop reclaim count, which it resets).
 // Fenced by the new lease, so only the current holder can judge them.
 func (s *Store) MarkLost(ctx context.Context, l Lease) ([]LostAttempt, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`
+	var out []LostAttempt
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[LostAttempt])
+		return err
+	}, s.sql(`
 		WITH lost AS (
 			UPDATE {schema}.attempts
 			SET status = 'lost', ended_at = now(),
@@ -137,11 +141,7 @@ func (s *Store) MarkLost(ctx context.Context, l Lease) ([]LostAttempt, error) {
 		backstop AS (
 			UPDATE {schema}.runs SET reclaims = 0
 			WHERE id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM lost))
-		SELECT * FROM lost`), l.RunID, l.Epoch)
-	if err != nil {
-		return nil, s.wrap("mark lost attempts", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[LostAttempt])
+		SELECT * FROM lost`), uuidArg(l.RunID), l.Epoch)
 	return out, s.wrap("mark lost attempts", err)
 }
 

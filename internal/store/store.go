@@ -46,11 +46,19 @@ var ErrTransactionPooler = errors.New("prepared statements do not survive a tran
 var ErrNotFound = errors.New("not found")
 
 // DB is what the store runs statements on: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx all satisfy it.
+// pgx.Tx all satisfy it. The store sends its statements in batches, behind
+// their planner settings (see planned).
 type DB interface {
+	Batcher
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Batcher is what batches are sent on: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Option configures a Store or a migration.
@@ -121,6 +129,11 @@ func (s *Store) sql(stmt string) string {
 // RunsChannel is the LISTEN/NOTIFY channel on which new and requeued runs are
 // announced, so idle workers claim at once instead of at the next poll.
 func (s *Store) RunsChannel() string { return s.schema + "_runs" }
+
+// Notify sends a notice with payload on channel, through the pool.
+func (s *Store) Notify(ctx context.Context, channel, payload string) error {
+	return s.wrap("notify", s.exec(ctx, s.pool, planHot, `SELECT pg_notify($1, $2)`, channel, payload))
+}
 
 // DoneChannel is the LISTEN/NOTIFY channel on which finished runs announce
 // their ID, so waiting callers of Result wake at once.

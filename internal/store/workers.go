@@ -46,7 +46,7 @@ const upsertWorker = `
 // Beat writes the worker's registry row alone: the heartbeat of a worker
 // that holds no run (with runs, Renew carries it).
 func (s *Store) Beat(ctx context.Context, db DB, b WorkerBeat) error {
-	_, err := db.Exec(ctx, s.sql(upsertSQL(1)), b.args()...)
+	err := s.exec(ctx, db, planHot, s.sql(upsertSQL(1)), b.args()...)
 	return s.wrap("worker heartbeat", err)
 }
 
@@ -65,7 +65,7 @@ func upsertSQL(first int) string {
 // PruneWorkers deletes the registry rows of workers stopped or silent for a
 // week: a starting worker calls it.
 func (s *Store) PruneWorkers(ctx context.Context, db DB) error {
-	_, err := db.Exec(ctx, s.sql(`
+	err := s.exec(ctx, db, planHot, s.sql(`
 		DELETE FROM {schema}.workers WHERE last_heartbeat_at < now() - interval '7 days'`))
 	return s.wrap("prune the worker registry", err)
 }
@@ -129,8 +129,8 @@ func (s *Store) OrphanedRuns(ctx context.Context) ([]Orphans, error) {
 // Served reports whether a live worker serves workflow on queue.
 func (s *Store) Served(ctx context.Context, workflow, queue string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, s.sql(`
+	err := s.query(ctx, s.pool, planHot, scanOne(&ok), s.sql(`
 		SELECT EXISTS (SELECT FROM {schema}.live_workers w WHERE $1 = ANY (w.workflows) AND $2 = ANY (w.queues))`),
-		workflow, queue).Scan(&ok)
+		workflow, queue)
 	return ok, s.wrap("find live workers", err)
 }
