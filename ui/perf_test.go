@@ -101,6 +101,20 @@ func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 
 func (tr *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// Statements sent in batches (the store's reads of runs and steps, behind
+// their planner settings, which are not recorded: they read nothing).
+func (tr *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (tr *tracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.on && !strings.HasPrefix(d.SQL, "CALL ") {
+		tr.stmts = append(tr.stmts, traced{d.SQL, d.Args})
+	}
+}
+func (tr *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (tr *tracer) record(on bool) []traced {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
