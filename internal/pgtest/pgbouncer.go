@@ -36,16 +36,18 @@ const pgbouncerFix = "to fix: install pgbouncer (Debian/Ubuntu: apt-get install 
 //
 // The pgbouncer listens on a free port of 127.0.0.1, trusts its clients, logs
 // in upstream as upstream's user (with upstream's password, if any) and keeps
-// at most [PgbouncerPoolSize] server connections. Its configuration and log
+// at most [PgbouncerPoolSize] server connections, or the number
+// [WithPoolSize] sets. Upstream's user is an admin of its console (database
+// pgbouncer, simple protocol only: SHOW POOLS). Its configuration and log
 // live in a folder of its own; it is stopped and the folder removed when the
 // test ends. When this process is root, pgbouncer (which refuses to run as
 // root) runs as the postgres user through runuser.
 //
 // A missing pgbouncer, or one that does not start or cannot reach upstream,
 // fails the test with a message saying how to fix it; it never skips.
-func Pgbouncer(t testing.TB, upstream, mode string) string {
+func Pgbouncer(t testing.TB, upstream, mode string, opts ...PgbouncerOption) string {
 	t.Helper()
-	url, stop, err := StartPgbouncer(upstream, mode)
+	url, stop, err := StartPgbouncer(upstream, mode, opts...)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -53,14 +55,39 @@ func Pgbouncer(t testing.TB, upstream, mode string) string {
 	return url
 }
 
+// PgbouncerOption changes a setting of the pgbouncer that [Pgbouncer] or
+// [StartPgbouncer] starts.
+type PgbouncerOption func(*pgbouncerSettings)
+
+// pgbouncerSettings are what the options set.
+type pgbouncerSettings struct {
+	poolSize int // default_pool_size
+}
+
+// WithPoolSize sets the pgbouncer's default_pool_size, the server
+// connections it keeps per database and user, to n (default
+// [PgbouncerPoolSize]): a test of what a pool of that size serves, such as
+// one sized for session mode, where each client connection holds a server
+// connection for as long as it is open.
+func WithPoolSize(n int) PgbouncerOption {
+	return func(s *pgbouncerSettings) { s.poolSize = n }
+}
+
 // StartPgbouncer is Pgbouncer for code without a testing.TB, such as
 // Example functions: it returns the URL through the pgbouncer and a function
 // that stops it, or an error saying how to fix the machine.
-func StartPgbouncer(upstream, mode string) (url string, stop func(), err error) {
+func StartPgbouncer(upstream, mode string, opts ...PgbouncerOption) (url string, stop func(), err error) {
 	switch mode {
 	case "transaction", "session", "statement":
 	default:
 		return "", nil, fmt.Errorf("pgbouncer pool_mode %q: want transaction, session or statement", mode)
+	}
+	set := pgbouncerSettings{poolSize: PgbouncerPoolSize}
+	for _, opt := range opts {
+		opt(&set)
+	}
+	if set.poolSize < 1 {
+		return "", nil, fmt.Errorf("pgbouncer default_pool_size %d: want at least 1", set.poolSize)
 	}
 	bin, err := findPgbouncer()
 	if err != nil {
@@ -72,7 +99,7 @@ func StartPgbouncer(upstream, mode string) (url string, stop func(), err error) 
 	}
 	for range 3 { // the free port may be taken before pgbouncer binds it
 		var b *pgbouncer
-		if b, err = startPgbouncer(bin, up, mode); err == nil {
+		if b, err = startPgbouncer(bin, up, mode, set); err == nil {
 			return b.url, b.stop, nil
 		}
 	}
@@ -104,7 +131,7 @@ type pgbouncer struct {
 
 // startPgbouncer writes a configuration for up in a new folder, starts
 // pgbouncer on a free port and waits until a query through it succeeds.
-func startPgbouncer(bin string, up *pgconn.Config, mode string) (*pgbouncer, error) {
+func startPgbouncer(bin string, up *pgconn.Config, mode string, set pgbouncerSettings) (*pgbouncer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -132,7 +159,7 @@ func startPgbouncer(bin string, up *pgconn.Config, mode string) (*pgbouncer, err
 		"auth_type = trust",
 		"auth_file = " + filepath.Join(dir, "userlist.txt"),
 		"pool_mode = " + mode,
-		"default_pool_size = " + strconv.Itoa(PgbouncerPoolSize),
+		"default_pool_size = " + strconv.Itoa(set.poolSize),
 		"max_client_conn = 1000",
 		"ignore_startup_parameters = extra_float_digits",
 		"logfile = " + b.log,
@@ -213,6 +240,66 @@ func (b *pgbouncer) ping(ctx context.Context) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	_, err = conn.Exec(ctx, "SELECT 1")
 	return err
+}
+
+// PgbouncerPool is the state of one pool of a pgbouncer, as its console's
+// SHOW POOLS reports it: the client connections linked to a server
+// connection or waiting for one, and the server connections linked to a
+// client (active) or free (idle, used).
+type PgbouncerPool struct {
+	ClientsActive, ClientsWaiting           int
+	ServersActive, ServersIdle, ServersUsed int
+}
+
+// ShowPgbouncerPool returns the state of the pool that url (a URL that
+// [Pgbouncer] returned) connects to: that of its database and user. It asks
+// the pgbouncer's console, as url's user.
+func ShowPgbouncerPool(ctx context.Context, url string) (PgbouncerPool, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return PgbouncerPool{}, err
+	}
+	database, user := cfg.Database, cfg.User
+	cfg.Database = "pgbouncer"
+	cfg.RuntimeParams = map[string]string{} // the console takes no settings
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return PgbouncerPool{}, fmt.Errorf("pgbouncer console: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, "SHOW POOLS")
+	if err != nil {
+		return PgbouncerPool{}, fmt.Errorf("pgbouncer SHOW POOLS: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		col := map[string]string{}
+		for i, fd := range rows.FieldDescriptions() {
+			col[fd.Name] = string(rows.RawValues()[i])
+		}
+		if col["database"] != database || col["user"] != user {
+			continue
+		}
+		var p PgbouncerPool
+		for _, f := range []struct {
+			name string
+			n    *int
+		}{
+			{"cl_active", &p.ClientsActive}, {"cl_waiting", &p.ClientsWaiting},
+			{"sv_active", &p.ServersActive}, {"sv_idle", &p.ServersIdle}, {"sv_used", &p.ServersUsed},
+		} {
+			if *f.n, err = strconv.Atoi(col[f.name]); err != nil {
+				return PgbouncerPool{}, fmt.Errorf("pgbouncer SHOW POOLS: column %s: %w", f.name, err)
+			}
+		}
+		rows.Close()
+		return p, nil
+	}
+	if err := rows.Err(); err != nil {
+		return PgbouncerPool{}, fmt.Errorf("pgbouncer SHOW POOLS: %w", err)
+	}
+	return PgbouncerPool{}, fmt.Errorf("pgbouncer SHOW POOLS: no pool of database %q and user %q", database, user)
 }
 
 // stop terminates the pgbouncer and removes its folder.
