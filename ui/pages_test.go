@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -67,8 +68,13 @@ func TestPages_EveryPageAnswers(t *testing.T) {
 		t.Fatalf("search by ID: %d %q, want a redirect to runs/%s", w.Code, w.Header().Get("Location"), failed)
 	}
 
+	var epoch int64 // its first attempt's: the claim's time in milliseconds
+	if err := f.pool.QueryRow(t.Context(), fmt.Sprintf(`SELECT epoch FROM %s.attempts WHERE run_id = $1 AND attempt = 1`, f.schema),
+		ids[0]).Scan(&epoch); err != nil {
+		t.Fatal(err)
+	}
 	want(t, f.get("runs/"+failed), http.StatusOK, `<svg data-testid="timeline"`, `data-testid="run-status">failed<`,
-		`data-testid="failure-row"`, `retries_exhausted`, `order-42`, `class="a-failed"`, `epoch 1, worker test-worker`,
+		`data-testid="failure-row"`, `retries_exhausted`, `order-42`, `class="a-failed"`, fmt.Sprintf(`epoch %d, worker test-worker`, epoch),
 		`class="d-jitter"`, `policy\?run=`+failed+`&amp;step=1`, `&#34;n&#34;: 1`, `href="../failures"`)
 	want(t, f.get("runs/"+done), http.StatusOK, `data-testid="run-status">completed<`, `class="a-succeeded"`)
 	want(t, f.get("runs/"+strings.Repeat("0", 8)+failed[8:]), http.StatusNotFound)

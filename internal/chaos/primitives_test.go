@@ -112,13 +112,14 @@ func TestKill_DurableSleepInProcessEndsAtItsRecordedDueTime(t *testing.T) {
 		return err == nil && held, nil
 	})
 	recorded := mustQuery[time.Time](e, `SELECT now()`)
+	first := mustQuery[int64](e, `SELECT epoch FROM {schema}.runs WHERE id = $1`, id)
 	e.kill(doomed)
 	e.worker("rescuer")
 	// The lease expires within scenarioLease of the kill, well before the
 	// due time: the rescuer replays the run with most of the sleep left.
 	e.eventually("the rescuer's claim", func() (bool, error) {
 		ep, err := query[int64](e, `SELECT epoch FROM {schema}.runs WHERE id = $1`, id)
-		return ep == 2, err
+		return ep > first, err
 	})
 	reclaimed := mustQuery[time.Time](e, `SELECT now()`)
 
@@ -254,7 +255,7 @@ func TestKill_SignalsOfOneNameAreConsumedInOrderOnceEachAcrossACrash(t *testing.
 		// only their order is fixed.
 		got := e.attempts(id, 2)
 		if len(got) != 2 || got[0].status != "lost" || got[0].worker != "doomed" || got[0].rescue ||
-			got[1].status != "succeeded" || got[1].worker != "rescuer" || !got[1].rescue || got[1].epoch <= got[0].epoch {
+			got[1].status != "succeeded" || got[1].worker != "rescuer" || !got[1].rescue || got[1].claim <= got[0].claim {
 			t.Errorf("run %s step 2 attempts %v, want the doomed worker's lost, then the rescuer's rescue at a later epoch", id, got)
 		}
 		if n := e.invocations(id, 2); n != 2 {

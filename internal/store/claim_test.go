@@ -80,11 +80,17 @@ func TestClaim_TakesRegisteredWorkflowsInPriorityThenDueOrderAndNothingElse(t *t
 				for _, c := range claimed {
 					r := want[slices.IndexFunc(want, func(r claimRow) bool { return r.name == names[c.ID] })]
 					expired := r.status == "running"
-					wantEpoch, wantReclaims := int64(1), 0
+					wantReclaims := 0
 					if expired {
-						wantEpoch, wantReclaims = 2, 1 // insertClaimRow's holder had epoch 1
+						wantReclaims = 1
 					}
-					if c.Workflow != r.workflow || c.Queue != r.queue || c.Epoch != wantEpoch ||
+					// The epoch is the claim's time, in milliseconds since
+					// 1970 (above insertClaimRow's 0 and 1): never one a
+					// claim lost in a failover could have had.
+					if ms := time.Since(time.UnixMilli(c.Epoch)); ms < -time.Minute || ms > time.Minute {
+						t.Fatalf("claimed %s at epoch %d (%s), want about now in milliseconds", r.name, c.Epoch, time.UnixMilli(c.Epoch))
+					}
+					if c.Workflow != r.workflow || c.Queue != r.queue ||
 						c.Reclaimed != expired || c.Fresh == expired || c.Reclaims != wantReclaims {
 						t.Fatalf("claimed %s as %+v", r.name, c)
 					}

@@ -31,7 +31,7 @@ func (s *Store) ExpireLease(ctx context.Context, id uuid.UUID) error {
 	var err error
 	b.Queue(s.sql(`
 		UPDATE {schema}.runs
-		SET epoch = epoch + 1, lease_expires_at = now() - interval '1 millisecond', updated_at = now()
+		SET epoch = {schema}.next_epoch(epoch), lease_expires_at = now() - interval '1 millisecond', updated_at = now()
 		WHERE id = $1 AND status = 'running'
 		RETURNING pg_notify($2, queue)::text`), id, s.RunsChannel()).QueryRow(func(row pgx.Row) error {
 		err = row.Scan(new(string))

@@ -108,7 +108,7 @@ const sqlClaim = `
 		UPDATE {schema}.runs r
 		SET status = 'running',
 		    claimant = $4,
-		    epoch = r.epoch + 1,
+		    epoch = {schema}.next_epoch(r.epoch),
 		    lease_expires_at = now() + $5 * interval '1 millisecond',
 		    reclaims = r.reclaims + due.reclaim::int,
 		    started_at = coalesce(r.started_at, now()),
