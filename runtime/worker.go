@@ -102,6 +102,16 @@ type Worker struct {
 	claimed, completed, failed, cancelled, suspended, released, leasesLost, attempts atomic.Int64
 	dbErrors                                                                         atomic.Int64
 
+	// Wakes (store.ApplyWakes): wakesDue is set by a notice of one, by a
+	// LISTEN taking effect and by wakes left busy; cancelsDue by a LISTEN
+	// taking effect, for the held runs' cancels whose notices it missed.
+	// lastWakes is when the claim loop last applied them, and busyWakes
+	// whether it left some busy (its goroutine's alone): at least every
+	// wakeEvery, whatever the notices.
+	wakesDue, cancelsDue atomic.Bool
+	lastWakes            time.Time
+	busyWakes            bool
+
 	// The worker's paths to the database, each retried with backoff while
 	// it fails: Health reports them.
 	claims, renewals, writes *trouble
@@ -531,7 +541,13 @@ func (w *Worker) claimLoop(ctx, base context.Context, names []string) {
 	}
 }
 
-// claimOnce fills free slots; it reports whether it got as many runs as it
+// wakeEvery is how often a worker applies the wakes (store.ApplyWakes)
+// when no notice tells it of one: what a lost notice can delay a signal's
+// wake-up, or the record of a cancel.
+const wakeEvery = time.Second
+
+// claimOnce fills free slots, after applying the wakes when they are due
+// (then even with no slot free); it reports whether it got as many runs as it
 // asked for, or the claim's error.
 func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool, _ error) {
 	if w.draining.Load() || ctx.Err() != nil {
@@ -539,15 +555,34 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 	}
 	w.mu.Lock()
 	free := w.cfg.Concurrency - len(w.running)
+	var held []uuid.UUID
+	cancels := w.cancelsDue.Swap(false)
+	if cancels {
+		for id := range w.running {
+			held = append(held, id)
+		}
+	}
 	w.mu.Unlock()
-	if free <= 0 {
+	wake := w.wakesDue.Swap(false) || cancels || time.Since(w.lastWakes) >= wakeEvery
+	if free <= 0 && !wake {
 		return false, nil
 	}
 	began := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
-	claimed, err := w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
+	var claimed []store.Claimed
+	var woken store.Woken
+	var err error
+	if wake {
+		claimed, woken, err = w.store.ClaimWaking(cctx, held, names, w.cfg.Queues, max(free, 0), w.cfg.Label, w.cfg.LeaseTTL)
+	} else {
+		claimed, err = w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
+	}
 	cancel()
 	if err != nil {
+		if wake { // not applied: the next try
+			w.wakesDue.Store(true)
+			w.cancelsDue.Store(w.cancelsDue.Load() || cancels)
+		}
 		if ctx.Err() != nil {
 			return false, nil
 		}
@@ -558,6 +593,10 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 		return false, err
 	}
 	w.claims.ok()
+	if wake {
+		w.lastWakes = began
+		w.woken(woken)
+	}
 	for _, c := range claimed {
 		w.claimed.Add(1)
 		e := w.newExecution(base, c, began)
@@ -584,8 +623,32 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 			e.run()
 		})
 	}
-	return len(claimed) == free, nil
+	return free > 0 && len(claimed) == free, nil
 }
+
+// woken acts on what applying the wakes found: the held runs whose cancel
+// was asked are cancelled (their notices were missed), and wakes whose
+// rows were busy are tried again soon (a commit in flight ends in
+// milliseconds), then, while they stay busy (a caller's open transaction),
+// at each poll.
+func (w *Worker) woken(woken store.Woken) {
+	for _, id := range woken.Cancelled {
+		w.mu.Lock()
+		e := w.running[id]
+		w.mu.Unlock()
+		if e != nil {
+			e.requestCancel()
+		}
+	}
+	if woken.Left > 0 && !w.busyWakes {
+		w.wakesDue.Store(true)
+		w.wakeAt(wakeRetry)
+	}
+	w.busyWakes = woken.Left > 0
+}
+
+// wakeRetry is how soon wakes left busy are tried again.
+const wakeRetry = 20 * time.Millisecond
 
 // goRun runs f, a claimed run's execution, on a goroutine that an earlier
 // run has finished with, when one is waiting, or on a new one. A run's
@@ -646,7 +709,7 @@ func (w *Worker) listen(ctx context.Context) {
 			return w.connect(ctx)
 		},
 		Send:      w.store.Notify,
-		Listening: w.signal, // anything announced before LISTEN took effect
+		Listening: w.listening,
 		Notify:    w.notified,
 		Retry:     w.cfg.PollInterval,
 		Timeout:   w.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
@@ -659,11 +722,23 @@ func (w *Worker) listen(ctx context.Context) {
 	})
 }
 
+// listening is called each time the worker's LISTEN takes effect: what was
+// announced before is claimed, the wakes applied, and the cancels of the runs
+// it holds read again, so that a cancel whose notice it missed (sent before
+// this LISTEN, or while it reconnected) is not left for the next heartbeat.
+func (w *Worker) listening() {
+	w.wakesDue.Store(true)
+	w.cancelsDue.Store(true)
+	w.signal()
+}
+
 // notified handles a notice on the runs channel: a run to claim (any
-// payload), or the Cancel of a run ("cancel:<id>"), which the worker holding
-// it carries out at once.
+// payload), a wake to apply ("wake", a signal sent), or the Cancel of a run
+// ("cancel:<id>"), which the worker holding it carries out at once, and
+// which is a wake too.
 func (w *Worker) notified(payload string) {
 	if id, ok := strings.CutPrefix(payload, "cancel:"); ok {
+		w.wakesDue.Store(true)
 		if run, err := uuid.Parse(id); err == nil {
 			w.mu.Lock()
 			e := w.running[run]
@@ -672,6 +747,8 @@ func (w *Worker) notified(payload string) {
 				e.requestCancel()
 			}
 		}
+	} else if payload == "wake" {
+		w.wakesDue.Store(true)
 	}
 	w.signal()
 }

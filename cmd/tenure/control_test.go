@@ -83,8 +83,15 @@ func TestCLI_SignalSendsOnceToALiveRunAndRefusesTheRest(t *testing.T) {
 	if want := fmt.Sprintf("sent signal %d \"approve\" to run %s\n", id, waiting); r.stdout != want {
 		t.Fatalf("stdout %q, want %q", r.stdout, want)
 	}
-	if payload != `{"by": "ada"}` || !woken {
-		t.Fatalf("signal payload %s, run woken %v; want the payload sent and the waiting run due now", payload, woken)
+	if payload != `{"by": "ada"}` || woken {
+		t.Fatalf("signal payload %s, run woken %v; want the payload sent, and the run left for a worker to wake", payload, woken)
+	}
+	// A worker wakes the run (apply_wakes), in a transaction of its own.
+	var left int
+	f.query(`SELECT {schema}.apply_wakes(10)`, nil, &left)
+	f.query(`SELECT run_after <= now() FROM {schema}.runs WHERE id = $1`, []any{waiting}, &woken)
+	if left != 0 || !woken {
+		t.Fatalf("after a worker applied the wakes: %d left, run woken %v; want the waiting run due now", left, woken)
 	}
 
 	// No payload is JSON null; --json gives the ID to scripts.
@@ -142,7 +149,9 @@ func TestCLI_CancelEndsAnUnstartedRunAndAsksTheWorkerOfAStartedOne(t *testing.T)
 	started := f.run("approval", "queued", "started_at = now()")
 	done := f.run("approval", "completed", "")
 	status := func(id uuid.UUID) (st string, requested bool) {
-		f.query(`SELECT status, cancel_requested_at IS NOT NULL FROM {schema}.runs WHERE id = $1`, []any{id}, &st, &requested)
+		// Recorded on the run, or still a wake for a worker to apply.
+		f.query(`SELECT status, cancel_requested_at IS NOT NULL OR EXISTS (SELECT FROM {schema}.wakes w WHERE w.run_id = r.id AND w.kind = 'cancel')
+		         FROM {schema}.runs r WHERE id = $1`, []any{id}, &st, &requested)
 		return st, requested
 	}
 

@@ -40,7 +40,8 @@ type Run struct {
 	// none), at its step ParentStep.
 	Parent     uuid.UUID
 	ParentStep int
-	// CancelRequested is when Cancel was asked of the run, if it was.
+	// CancelRequested is when Cancel was asked of the run, if it was
+	// (recorded on the run, or still a wake no worker has applied).
 	CancelRequested *time.Time
 	// Failure is the run's open failure row when Status is failed.
 	Failure *FailureRow
@@ -93,7 +94,8 @@ func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 		SELECT r.id, r.workflow, r.queue, r.priority, coalesce(r.run_key, ''), r.status, r.input, r.output,
 		       coalesce(r.error_message, ''), coalesce(r.claimant, ''), r.epoch, r.requeues, r.run_after,
 		       r.created_at, r.finished_at, coalesce(r.waiting_for, ''), r.parent_run_id, coalesce(r.parent_step, 0),
-		       r.cancel_requested_at, f.id IS NOT NULL, `+failureColumns+`
+		       coalesce(r.cancel_requested_at, (SELECT min(w.at) FROM {schema}.wakes w WHERE w.run_id = r.id AND w.kind = 'cancel')),
+		       f.id IS NOT NULL, `+failureColumns+`
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE `+cond), arg)

@@ -283,18 +283,21 @@ const sqlWakeParents = `
 	     AND r.status IN ('completed', 'failed', 'cancelled') AND r.finished_at = now(),
 	LATERAL {schema}._wake_parent(r.id) AS woken`
 
-// A run suspended to wait for a signal or a child is made due at once
-// when what it waits for may already have happened:
+// A run suspended to wait for a signal or a child is made due when what it
+// waits for may already have happened:
 //   - a signal: one pending that committed before this statement (its
-//     snapshot is taken after the suspension's row lock was granted), or a
-//     send in flight, holding the run's signal lock (pg_try_advisory_xact_lock
-//     fails; a send that starts later waits for this transaction's lock and
-//     then finds the run waiting);
-//   - a child: its end, read FOR SHARE, which waits for a child's end in
-//     flight (its fence locks the child's row) and reads its outcome; a
-//     child that ends later finds the parent waiting (_wake_parent);
-//   - a cancel requested meanwhile (cancel_run locks the row FOR UPDATE
-//     first, so it is before or after the suspension, not during).
+//     snapshot is taken after the suspension locked the run's row). A send
+//     that commits later has left a wake, which a worker applies once this
+//     suspension has committed (apply_wakes skips a row that is locked, and
+//     tries again), so no wake-up is lost and no send is waited for;
+//   - a child: its end, read FOR SHARE SKIP LOCKED; a child that ends later
+//     finds the parent waiting (_wake_parent). A child whose row is locked
+//     (its end in flight, or a Cancel or requeue of it in a caller's open
+//     transaction) is not waited for: a wake of kind child is left, which a
+//     worker applies once the child's row is free (apply_wakes), and
+//     workers are told of it ('wake');
+//   - a cancel requested meanwhile (a wake's, applied to the row when it is
+//     not locked: before or after the suspension, not during).
 const sqlWakeWaiting = `
 	WITH w AS (
 		-- Each run by its key (a lookup per run, see fence).
@@ -309,22 +312,25 @@ const sqlWakeWaiting = `
 		         FROM {schema}.runs r WHERE r.id = x.id OFFSET 0) AS r
 		WHERE r.status = 'queued' AND r.run_after > now()),
 	kids AS (
-		SELECT c.id, c.status FROM {schema}.runs c
-		WHERE c.id IN (SELECT substr(w.waiting_for, 7)::uuid FROM w WHERE w.waiting_for LIKE 'child:%')
-		FOR SHARE OF c),
+		-- The child's row, locked without waiting: NULL when it is busy.
+		SELECT w.id AS parent, l.status FROM w
+		JOIN LATERAL (SELECT c.id FROM {schema}.runs c WHERE c.id = substr(w.waiting_for, 7)::uuid OFFSET 0) AS c ON true
+		LEFT JOIN LATERAL (SELECT l.status FROM {schema}.runs l WHERE l.id = c.id OFFSET 0 FOR SHARE SKIP LOCKED) AS l ON true
+		WHERE w.waiting_for LIKE 'child:%'),
 	due AS (
-		SELECT w.id, w.queue FROM w
+		SELECT w.id, w.queue FROM w LEFT JOIN kids k ON k.parent = w.id
 		WHERE w.cancel_requested_at IS NOT NULL
-		   OR (w.waiting_for LIKE 'signal:%' AND (
-		          NOT pg_catalog.pg_try_advisory_xact_lock({schema}._signal_lock(w.id))
-		       OR w.pending))
-		   OR (w.waiting_for LIKE 'child:%' AND EXISTS (
-		          SELECT FROM kids WHERE kids.id = substr(w.waiting_for, 7)::uuid
-		          AND kids.status IN ('completed', 'failed', 'cancelled')))),
+		   OR (w.waiting_for LIKE 'signal:%' AND w.pending)
+		   OR k.status IN ('completed', 'failed', 'cancelled')),
+	busy AS (
+		INSERT INTO {schema}.wakes (run_id, kind)
+		SELECT k.parent, 'child' FROM kids k
+		WHERE k.status IS NULL AND NOT EXISTS (SELECT FROM due WHERE due.id = k.parent)
+		RETURNING 1),
 	woken AS (
 		UPDATE {schema}.runs r SET run_after = now() FROM due WHERE r.id >= due.id AND r.id <= due.id
 		RETURNING r.queue)
-	SELECT count(pg_notify($2, queue)) FROM woken`
+	SELECT (SELECT count(pg_notify($2, queue)) FROM woken) + (SELECT count(pg_notify($2, 'wake')) FROM busy)`
 
 // SendSignal sends a signal to a run on db (the pool, or the caller's
 // transaction): the SQL function send_signal. It returns the signal's ID. A

@@ -47,28 +47,40 @@ type Claimed struct {
 // finished runs. Up to limit rows of each kind and pair are locked for the
 // statement; those not taken are released when it ends.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
+	out, _, err := s.claim(ctx, nil, workflows, queues, limit, claimant, ttl)
+	return out, err
+}
+
+// claim is Claim, after the wakes of wake when it is not nil, in the same
+// transaction and round trip. limit 0 claims nothing.
+func (s *Store) claim(ctx context.Context, wake *wakeRequest, workflows, queues []string, limit int, claimant string,
+	ttl time.Duration) ([]Claimed, Woken, error) {
 	// With the commit's planner settings (planWrite): generic plans, as a
 	// custom plan of this statement cost more to plan than to run.
 	b := &pgx.Batch{}
-	b.Queue(s.sql(sqlClaim), workflows, queues, limit, claimant, ttl.Milliseconds())
-	res := s.send(ctx, s.pool, planWrite, b)
-	defer res.Close()
-	rows, err := res.Query()
-	if err != nil {
-		return nil, s.wrap("claim runs", err)
+	var woken Woken
+	if wake != nil {
+		wake.queue(s, b, &woken)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
-		var c Claimed
-		var lagMS float64
-		err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
-			&c.CancelRequested, &c.Child)
-		c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
-		return c, err
-	})
-	if err != nil {
-		return nil, s.wrap("claim runs", err)
+	var out []Claimed
+	if limit > 0 {
+		b.Queue(s.sql(sqlClaim), workflows, queues, limit, claimant, ttl.Milliseconds()).Query(func(rows pgx.Rows) error {
+			var err error
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+				var c Claimed
+				var lagMS float64
+				err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
+					&c.CancelRequested, &c.Child)
+				c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
+				return c, err
+			})
+			return err
+		})
 	}
-	return out, s.wrap("claim runs", res.Close())
+	if err := s.send(ctx, s.pool, planWrite, b).Close(); err != nil {
+		return nil, Woken{}, s.wrap("claim runs", err)
+	}
+	return out, woken, nil
 }
 
 // sqlClaim is Claim's statement.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/store"
@@ -53,8 +54,12 @@ func due(t *testing.T, st *store.Store, l store.Lease) bool {
 }
 
 // A child that ends while its parent suspends to wait for it wakes the
-// parent, whichever of the two commits first: the suspension reads the
-// child FOR SHARE, which orders it against the child's end.
+// parent, whichever of the two commits first, and neither waits for the
+// other's transaction: a suspension that finds the child's row locked (its
+// end in flight) leaves a wake, which a worker applies once the child's row
+// is free; an end that finds the suspension in flight waits for it (the
+// suspension holds the child FOR SHARE for a moment), then finds the parent
+// waiting.
 func TestWake_AChildEndingDuringItsParentsSuspensionWakesIt(t *testing.T) {
 	t.Parallel()
 	for _, childFirst := range []bool{true, false} {
@@ -63,25 +68,26 @@ func TestWake_AChildEndingDuringItsParentsSuspensionWakesIt(t *testing.T) {
 		p, c := l[0], l[1]
 		childOf(t, st, p, c)
 		if childFirst {
-			// The child's end is in flight; the suspension waits for it,
-			// then sees the child completed.
 			end := inTx(t, st, complete(c))
-			done := make(chan error, 1)
-			go func() {
-				_, err := st.Commit(context.Background(), st.Pool(), []store.Write{suspendFor(p, c)})
-				done <- err
-			}()
-			time.Sleep(200 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			res, err := st.Commit(ctx, st.Pool(), []store.Write{suspendFor(p, c)})
+			cancel()
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("the suspension beside the child's end in flight: %v %+v; want it committed without waiting", err, res)
+			}
+			if due(t, st, p) {
+				t.Fatal("the parent is due while its child's end is in flight")
+			}
+			if w, err := st.ApplyWakes(t.Context(), nil); err != nil || w.Left != 1 || due(t, st, p) {
+				t.Fatalf("wakes applied while the child's row is busy: %+v, %v; want the wake kept", w, err)
+			}
 			if err := end.Commit(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
+			if w, err := st.ApplyWakes(t.Context(), nil); err != nil || w.Left != 0 {
+				t.Fatalf("wakes applied after the child's end: %+v, %v", w, err)
 			}
 		} else {
-			// The suspension is in flight; the child's end waits for it
-			// (its fence cannot lock the child while the suspension holds
-			// it FOR SHARE), then finds the parent waiting.
 			susp := inTx(t, st, suspendFor(p, c))
 			done := make(chan error, 1)
 			go func() {
@@ -99,36 +105,96 @@ func TestWake_AChildEndingDuringItsParentsSuspensionWakesIt(t *testing.T) {
 		if !due(t, st, p) {
 			t.Fatalf("child first %v: the parent waits for a child that ended", childFirst)
 		}
+		if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.wakes`); n != 0 {
+			t.Fatalf("child first %v: %d wakes left", childFirst, n)
+		}
 	}
 }
 
-// A send in a transaction still open holds up neither the heartbeat's
-// renewal nor the checkpoints of the run's worker; a suspension meanwhile
-// finds the send in flight and wakes the run at once.
-func TestWake_ASendInAnOpenTransactionBlocksNoWorkerWriteAndWakesTheSuspension(t *testing.T) {
+// A send in a transaction still open locks nothing a worker needs: the run
+// it is sent to is claimed when it is due, rescued when its worker is gone,
+// renewed, checkpointed and suspended by its worker, and cancelled, each
+// without waiting for the sender; once the send commits, a worker's
+// applying the wakes makes the suspended run due.
+func TestSend_InAnOpenTransactionLocksNothingAWorkerNeeds(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	l := claimN(t, st, 1)[0]
-	tx, err := st.Pool().Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := st.SendSignal(t.Context(), tx, l.RunID, "go", []byte(`1`)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	renewed, err := st.Renew(ctx, st.Pool(), []store.Lease{l}, time.Minute, nil)
-	if err != nil || !renewed[l].Renewed {
-		t.Fatalf("renewal beside an open send: %+v, %v; want renewed without waiting", renewed, err)
+	queue := "q-" + uuid.NewString()[:8]
+	send := func(run uuid.UUID) pgx.Tx {
+		t.Helper()
+		tx, err := st.Pool().Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		if _, err := st.SendSignal(t.Context(), tx, run, "go", []byte(`1`)); err != nil {
+			t.Fatal(err)
+		}
+		return tx
 	}
-	res, err := st.Commit(ctx, st.Pool(), []store.Write{{Lease: l, Release: &store.Release{WaitFor: "signal:go", UntilStep: 1}}})
+	claim := func(what string, want uuid.UUID) store.Lease {
+		t.Helper()
+		got, err := st.Claim(ctx, []string{"wf"}, []string{queue}, 10, "w", time.Minute)
+		if err != nil || len(got) != 1 || got[0].ID != want {
+			t.Fatalf("%s beside an open send: %+v, %v; want the run taken without waiting", what, got, err)
+		}
+		return store.Lease{RunID: got[0].ID, Epoch: got[0].Epoch}
+	}
+
+	// A due run is claimed.
+	run := store.NewRun{ID: uuid.New(), Workflow: "wf", Queue: queue, Input: []byte(`{}`)}
+	if _, _, _, err := st.InsertRun(ctx, st.Pool(), run); err != nil {
+		t.Fatal(err)
+	}
+	tx := send(run.ID)
+	l := claim("a claim", run.ID)
+	// Its worker renews the lease, checkpoints and suspends to wait.
+	if renewed, err := st.Renew(ctx, st.Pool(), []store.Lease{l}, time.Minute, nil); err != nil || !renewed[l].Renewed {
+		t.Fatalf("renewal beside an open send: %+v, %v", renewed, err)
+	}
+	res, err := st.Commit(ctx, st.Pool(), []store.Write{{Lease: l,
+		Mark: &store.StepMark{Step: 1, Kind: store.KindNow, Name: "now", Status: store.StepCompleted}}})
 	if err != nil || res[0].Err != nil {
+		t.Fatalf("checkpoint beside an open send: %v %+v", err, res)
+	}
+	res, err = st.Commit(ctx, st.Pool(), []store.Write{{Lease: l, Receive: &store.SignalReceive{Step: 2, Name: "go"},
+		Release: &store.Release{WaitFor: "signal:go", UntilStep: 2}}})
+	if err != nil || res[0].Err != nil || res[0].Marked.Status != store.StepWaiting {
 		t.Fatalf("suspension beside an open send: %v %+v", err, res)
 	}
-	if !due(t, st, l) {
-		t.Fatal("the suspension did not wake the run for the send in flight")
+	if _, err := st.ApplyWakes(ctx, nil); err != nil || due(t, st, l) {
+		t.Fatalf("wakes applied before the send committed: %v; the run is due for a signal not yet sent", err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := st.ApplyWakes(ctx, nil); err != nil || w.Left != 0 || !due(t, st, l) {
+		t.Fatalf("wakes applied after the send: %+v, %v; want the run due", w, err)
+	}
+	l = claim("the woken run's claim", run.ID)
+
+	// A run whose worker is gone is rescued, and a cancel does not wait.
+	tx = send(run.ID)
+	if _, err := st.Pool().Exec(ctx, replaceSchema(`UPDATE {schema}.runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, st.Schema()), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	rescued := claim("a rescue", run.ID)
+	if rescued.Epoch <= l.Epoch {
+		t.Fatalf("rescued at epoch %d after %d", rescued.Epoch, l.Epoch)
+	}
+	if requested, err := st.CancelRun(ctx, run.ID); err != nil || !requested {
+		t.Fatalf("cancel beside an open send: %v, %v; want it asked without waiting", requested, err)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := st.ApplyWakes(ctx, []uuid.UUID{run.ID}); err != nil || len(w.Cancelled) != 1 {
+		t.Fatalf("wakes applied: %+v, %v; want the cancel reported", w, err)
+	}
+	if !scalar[bool](t, st, `SELECT cancel_requested_at IS NOT NULL FROM {schema}.runs WHERE id = $1`, run.ID) {
+		t.Fatal("the cancel was not recorded on the run")
 	}
 }
 
@@ -169,20 +235,33 @@ func TestReceive_ARepeatRacingItsFirstTryConsumesNothingMore(t *testing.T) {
 }
 
 // A cancel requested just before a run suspends (for a sleep or a retry
-// delay) wakes it at once instead of at its due time.
+// delay) wakes it at once instead of at its due time, whether a worker
+// applies it before the suspension or after.
 func TestWake_ACancelJustBeforeASuspensionWakesTheRun(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	l := claimN(t, st, 1)[0]
-	if requested, err := st.CancelRun(t.Context(), l.RunID); err != nil || !requested {
-		t.Fatalf("cancel of a running run: %v, %v", requested, err)
-	}
-	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: l, Release: &store.Release{Delay: time.Hour}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("suspend: %v %+v", err, res)
-	}
-	if !due(t, st, l) {
-		t.Fatal("a cancelled run suspended for an hour")
+	for _, appliedFirst := range []bool{true, false} {
+		st := newStore(t)
+		l := claimN(t, st, 1)[0]
+		if requested, err := st.CancelRun(t.Context(), l.RunID); err != nil || !requested {
+			t.Fatalf("cancel of a running run: %v, %v", requested, err)
+		}
+		if appliedFirst {
+			if _, err := st.ApplyWakes(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: l, Release: &store.Release{Delay: time.Hour}}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("suspend: %v %+v", err, res)
+		}
+		if !appliedFirst {
+			if _, err := st.ApplyWakes(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !due(t, st, l) {
+			t.Fatalf("applied first %v: a cancelled run suspended for an hour", appliedFirst)
+		}
 	}
 }
 
