@@ -615,6 +615,23 @@ func endFenceFor(ended RunStatus) string {
 	return strings.Replace(endFence, "{ended}", "'"+string(ended)+"'", 1)
 }
 
+// strayAttempts closes, for each run a statement ends, every attempt still
+// recorded running but the one the statement itself closes (which except
+// names): its end's write was lost while the worker went on with the run,
+// which happens when a failover promotes a standby that had not received
+// it. Recorded lost, its outcome unknown to the database, so that no
+// attempt is ever left running under an ended run. The run's attempts are
+// read through the primary key's range of the run (a lookup per run, as in
+// sameAttempt, never a scan).
+func strayAttempts(except string) string {
+	return `
+	stray AS (
+		UPDATE {schema}.attempts a
+		SET status = 'lost', ended_at = now(),
+		    error_message = 'its end was never recorded: the write was lost (a failover to a standby that had not received it?) while the run went on'
+		FROM f WHERE f.was = 'running' AND a.run_id >= f.run_id AND a.run_id <= f.run_id AND a.status = 'running' ` + except + `)`
+}
+
 // Completed runs, each with the checkpoint of its last step when the write
 // carries one (step > 0): the run's end fences it, so the commonest write of
 // all, a workflow's last step and its end, is one statement and one lock of
@@ -623,7 +640,8 @@ func endFenceFor(ended RunStatus) string {
 var sqlCompleteRun = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::int[], $5::int[], $6::jsonb[])
-			AS x(run_id, epoch, output, step, attempt, step_output)),` + endFenceFor(RunCompleted) + `,
+			AS x(run_id, epoch, output, step, attempt, step_output)),` + endFenceFor(RunCompleted) + `,` +
+	strayAttempts("AND NOT (a.step = f.step AND a.attempt = f.attempt)") + `,
 	a AS (
 		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
 		FROM f WHERE f.step > 0 AND f.was = 'running' AND ` + sameAttempt + ` AND a.status = 'running'),
@@ -645,7 +663,7 @@ var sqlFailRun = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::int[],
 		                     $8::text[], $9::text[], $10::text[], $11::text[])
-			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFenceFor(RunFailed) + `,
+			AS x(run_id, epoch, step, activity, attempts, errors, rescues, reason, error_message, error_type, error_stack)),` + endFenceFor(RunFailed) + `,` + strayAttempts("") + `,
 	r AS (
 		UPDATE {schema}.runs r
 		SET status = 'failed', error_message = f.error_message, finished_at = now(), updated_at = now(),

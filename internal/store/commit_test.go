@@ -270,3 +270,49 @@ func TestCommit_TwoEpochsOfOneRunInOneBatchAreToldApart(t *testing.T) {
 		t.Fatalf("%d failure rows from a stale epoch", n)
 	}
 }
+
+// A run's end closes, as lost, every attempt still recorded running but the
+// one it ends itself: after a failover that lost the write of an attempt's
+// end (the worker went on with the run), no attempt is left running under an
+// ended run.
+func TestCommit_ARunsEndClosesTheAttemptsLeftRunning(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	leases := claimN(t, st, 3)
+	start := func(l store.Lease, step int) {
+		t.Helper()
+		res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: l,
+			StartAttempt: &store.AttemptStart{Step: step, Attempt: 1, Activity: "a", Policy: []byte(`{}`), Worker: "w"}}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("start step %d: %v %+v", step, err, res)
+		}
+	}
+	for _, l := range leases {
+		start(l, 1) // its end's write is lost
+		start(l, 2)
+	}
+	ends := []store.Write{
+		{Lease: leases[0], StepDone: &store.StepDone{Step: 2, Attempt: 1, Output: []byte(`1`)}, CompleteRun: &store.RunOutput{Output: []byte(`1`)}},
+		{Lease: leases[1], EndAttempt: &store.AttemptEnd{Step: 2, Attempt: 1, Status: store.AttemptFailed, ErrorMessage: "no"},
+			FailRun: &store.Failure{Reason: "non_retryable", Step: 2, Activity: "a", Attempts: 1, Errors: 1, ErrorMessage: "no"}},
+		{Lease: leases[2], EndAttempt: &store.AttemptEnd{Step: 2, Attempt: 1, Status: store.AttemptCancelled, ErrorMessage: "cancelled"},
+			CancelRun: &store.RunCancel{Message: "cancelled"}},
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), ends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"succeeded", "failed", "cancelled"} {
+		if res[i].Err != nil {
+			t.Fatalf("end %d: %v", i, res[i].Err)
+		}
+		got := scalar[string](t, st, `SELECT string_agg(step || ':' || status, ',' ORDER BY step) FROM {schema}.attempts WHERE run_id = $1`, leases[i].RunID)
+		if got != "1:lost,2:"+want {
+			t.Errorf("run %d's attempts %s, want the one left running lost and the last %s", i, got, want)
+		}
+	}
+	if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.attempts a JOIN {schema}.runs r ON r.id = a.run_id
+		WHERE a.status = 'running' AND r.status IN ('completed', 'failed', 'cancelled')`); n != 0 {
+		t.Fatalf("%d attempts running under ended runs", n)
+	}
+}

@@ -252,7 +252,7 @@ const sqlStartChild = `
 // Runs ended cancelled, at their workflow's return after Cancel.
 var sqlCancelRun = `
 	WITH x AS (
-		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS x(run_id, epoch, message)),` + endFenceFor(RunCancelled) + `,
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS x(run_id, epoch, message)),` + endFenceFor(RunCancelled) + `,` + strayAttempts("") + `,
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'cancelled', error_message = f.message, finished_at = now(), updated_at = now(),
