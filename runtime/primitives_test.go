@@ -495,6 +495,8 @@ func TestCancel_DuringActivitySleepAndChild(t *testing.T) {
 	}
 	kid := q[uuid.UUID](e, `SELECT id FROM {schema}.runs WHERE parent_run_id = $1`, ch.ID)
 	eventually(t, "the child to be cancelled in turn", func() bool { return e.runStatus(kid) == "cancelled" })
+	// Counted once its worker has the commit's answer, just after it is visible.
+	eventually(t, "the child's end counted", func() bool { return w.Stats().Cancelled == 4 })
 	if st := w.Stats(); st.LeasesLost != 0 || st.Cancelled != 4 {
 		t.Fatalf("stats %+v: want 4 runs cancelled (3 and the child), no lease lost", st)
 	}
