@@ -118,3 +118,21 @@ func ExampleOperator_PurgeCompleted() {
 	// failure purge would delete 1 runs and 1 failure rows
 	// 1 audit row: purge_completed 1 nightly retention
 }
+
+// Replication says what a failover of the database server can cost: with
+// standbys that commits do not wait for ("asynchronous") it can lose
+// acknowledged runs (docs/guarantees.md). The example's server has none.
+func ExampleOperator_Replication() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	op, err := operator.New(pool, operator.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
+	r, err := op.Replication(context.Background())
+	fmt.Println(r.Mode, r.Standbys, err)
+	fmt.Println(r.Description)
+	// Output:
+	// none 0 <nil>
+	// the server streams to no standby
+}

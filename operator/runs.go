@@ -183,3 +183,37 @@ func (op *Operator) Orphans(ctx context.Context) ([]Orphans, error) {
 	}
 	return op.store.OrphanedRuns(ctx)
 }
+
+// Replication is how the database server replicates commits, as a session
+// of the operator's pool sees it (docs/guarantees.md, "Replication and
+// failover").
+type Replication struct {
+	// Mode is "none" (no standby), "synchronous" (every commit waits for a
+	// standby), "asynchronous" (standbys that commits do not wait for: a
+	// failover can lose acknowledged runs) or "standby" (the server is one).
+	Mode string `json:"mode"`
+	// Standbys is how many physical standbys stream from the server.
+	Standbys int `json:"standbys"`
+	// SynchronousStandbyNames and SynchronousCommit are the server's
+	// settings as the session sees them.
+	SynchronousStandbyNames string `json:"synchronous_standby_names"`
+	SynchronousCommit       string `json:"synchronous_commit"`
+	// Description says what the mode means, in a sentence.
+	Description string `json:"description"`
+}
+
+// Replication reads how the database server replicates commits: the web
+// UI warns on every page while it is asynchronous.
+func (op *Operator) Replication(ctx context.Context) (Replication, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return Replication{}, err
+	}
+	r, err := op.store.ReadReplication(ctx, op.store.Pool())
+	if err != nil {
+		return Replication{}, err
+	}
+	return Replication{Mode: string(r.Mode), Standbys: r.Standbys, SynchronousStandbyNames: r.SynchronousStandbyNames,
+		SynchronousCommit: r.SynchronousCommit, Description: r.Describe()}, nil
+}

@@ -20,11 +20,16 @@ const (
 	MetricQueueLag        = "tenure.run.queue_lag"
 	MetricRunDuration     = "tenure.run.duration"
 	MetricDatabaseErrors  = "tenure.database.errors"
+	// MetricReplicationAsynchronous is 1 while a worker's database server
+	// has standbys it does not wait for at commit (a failover can lose
+	// acknowledged runs), else 0; attribute tenure.replication.mode.
+	MetricReplicationAsynchronous = "tenure.database.replication.asynchronous"
 )
 
 type instruments struct {
 	attempts, retries, rescues, leasesLost, failures, runsStarted, runsCompleted, dbErrors metric.Int64Counter
 	inFlight                                                                               metric.Int64UpDownCounter
+	replicationAsync                                                                       metric.Int64Gauge
 	attemptDuration, queueLag, runDuration                                                 metric.Float64Histogram
 }
 
@@ -52,6 +57,9 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	var err error
 	i.inFlight, err = m.Int64UpDownCounter(MetricRunsInFlight, metric.WithUnit("{run}"),
 		metric.WithDescription("Runs whose lease a worker holds now."))
+	errs = append(errs, err)
+	i.replicationAsync, err = m.Int64Gauge(MetricReplicationAsynchronous, metric.WithUnit("1"),
+		metric.WithDescription("1 while the worker's database server has standbys it does not wait for at commit, else 0."))
 	errs = append(errs, err)
 	i.attemptDuration = histogram(MetricAttemptDuration, "How long attempts ran, by outcome.")
 	i.queueLag = histogram(MetricQueueLag, "How long a run was due (or its lease expired) before a worker claimed it.")

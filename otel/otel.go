@@ -49,9 +49,10 @@ type Instrumentation struct {
 }
 
 var (
-	_ runtime.Observer         = (*Instrumentation)(nil)
-	_ runtime.DatabaseObserver = (*Instrumentation)(nil)
-	_ sdk.StartObserver        = (*Instrumentation)(nil)
+	_ runtime.Observer            = (*Instrumentation)(nil)
+	_ runtime.DatabaseObserver    = (*Instrumentation)(nil)
+	_ runtime.ReplicationObserver = (*Instrumentation)(nil)
+	_ sdk.StartObserver           = (*Instrumentation)(nil)
 )
 
 // New returns an Instrumentation on the global providers, or those the
@@ -222,6 +223,17 @@ func (i *Instrumentation) DatabaseError(path string, err error) {
 		attrs = append(attrs, KeyDBState.String(pgErr.Code))
 	}
 	i.m.dbErrors.Add(context.Background(), 1, metric.WithAttributes(attrs...))
+}
+
+// ReplicationChecked records whether the worker's commits are replicated
+// asynchronously (runtime.ReplicationObserver): the gauge
+// tenure.database.replication.asynchronous, with the mode.
+func (i *Instrumentation) ReplicationChecked(r runtime.Replication) {
+	var async int64
+	if r.Mode == runtime.ReplicationAsynchronous {
+		async = 1
+	}
+	i.m.replicationAsync.Record(context.Background(), async, metric.WithAttributes(KeyReplicationMode.String(string(r.Mode))))
 }
 
 func attemptAttributes(a runtime.Attempt) []attribute.KeyValue {

@@ -194,13 +194,16 @@ func TestTraces_RetriedAttemptsAreLinkedSpansWithErrorsAndSQLIDs(t *testing.T) {
 	if len(segments) != 1 || segments[0].SpanContext().TraceID() != traceID {
 		t.Fatalf("segment spans %v: want one, in the caller's trace", segments)
 	}
+	if ep, _ := attr(attempts[0], "tenure.lease.epoch").(int64); ep <= 0 {
+		t.Fatalf("attempt 1's epoch %v", attr(attempts[0], "tenure.lease.epoch"))
+	}
 	for i, s := range attempts {
 		n := i + 1
 		if s.SpanContext().TraceID() != traceID || s.Parent().SpanID() != segments[0].SpanContext().SpanID() {
 			t.Errorf("attempt %d is not a child of the segment in the caller's trace", n)
 		}
 		if attr(s, "tenure.attempt") != int64(n) || attr(s, "tenure.step") != int64(1) || attr(s, "tenure.attempt.max") != int64(5) ||
-			attr(s, "tenure.run.id") != run.ID.String() || attr(s, "tenure.workflow") != "price" || attr(s, "tenure.lease.epoch") != int64(1) ||
+			attr(s, "tenure.run.id") != run.ID.String() || attr(s, "tenure.workflow") != "price" || attr(s, "tenure.lease.epoch") != attr(attempts[0], "tenure.lease.epoch") ||
 			attr(s, "tenure.worker") == nil || attr(s, "tenure.attempt.rescue") != false || attr(s, "tenure.attempt.rescues_before") != int64(0) {
 			t.Errorf("attempt %d attributes: %v", n, s.Attributes())
 		}
@@ -395,4 +398,58 @@ func TestTraces_RunStaysOneTraceAcrossASuspension(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A worker whose database server has standbys it does not wait for at
+// commit sets the gauge tenure.database.replication.asynchronous to 1, with
+// the mode.
+func TestMetrics_AsynchronousReplicationIsAGauge(t *testing.T) {
+	t.Parallel()
+	rep := pgtest.Replicate(t, false)
+	pool, err := pgxpool.New(t.Context(), rep.PrimaryURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := store.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := tenureotel.New(tenureotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := runtime.NewWorker(pool, runtime.Config{Observer: inst, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(sdk.NewWorkflow("gauged", func(ctx context.Context, n int) (int, error) { return n, nil })); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Shutdown(ctx)
+	})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == tenureotel.MetricReplicationAsynchronous {
+				mode, _ := g.DataPoints[0].Attributes.Value(tenureotel.KeyReplicationMode)
+				if len(g.DataPoints) != 1 || g.DataPoints[0].Value != 1 || mode.AsString() != "asynchronous" {
+					t.Fatalf("gauge %+v, want 1 with mode asynchronous", g.DataPoints)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no gauge %s in %+v", tenureotel.MetricReplicationAsynchronous, rm)
 }

@@ -56,6 +56,12 @@ type Config struct {
 	// falls back to polling by itself. Default false. PollOnly and
 	// ListenConfig are exclusive.
 	PollOnly bool
+	// RequireSynchronousReplication makes Health report an error while the
+	// database server has standbys it does not wait for at commit
+	// (Worker.Replication is ReplicationAsynchronous), or is a standby: for
+	// a deployment that counts on a failover losing nothing. Default false:
+	// the worker says so once in its log and keeps working.
+	RequireSynchronousReplication bool
 	// Queues are the queues this worker serves. Default ["default"].
 	Queues []string
 	// Label names the worker for people and traces ("host-pid-random" by

@@ -125,3 +125,27 @@ func ExampleWorker_Health() {
 	// <nil>
 	// <nil> true
 }
+
+// Replication says how the database server replicates the worker's
+// commits, read at start and every minute: on a server with standbys that
+// commits do not wait for (ReplicationAsynchronous) a failover can lose
+// acknowledged runs, and the worker says so once in its log; with
+// RequireSynchronousReplication, Health reports it too. The example's
+// server has no standby.
+func ExampleWorker_Replication() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, RequireSynchronousReplication: true})
+	if err != nil {
+		panic(err)
+	}
+	_ = w.Register(Welcome)
+	if err := w.Start(context.Background()); err != nil {
+		panic(err)
+	}
+	defer func() { _ = w.Shutdown(context.Background()) }()
+	r := w.Replication()
+	fmt.Println(r.Mode, r.Standbys, w.Health())
+	// Output:
+	// none 0 <nil>
+}

@@ -112,6 +112,8 @@ type Worker struct {
 	lastWakes            time.Time
 	busyWakes            bool
 
+	replication atomic.Pointer[Replication] // as last read (Replication)
+
 	// The worker's paths to the database, each retried with backoff while
 	// it fails: Health reports them.
 	claims, renewals, writes *trouble
@@ -180,7 +182,10 @@ type DatabaseObserver interface {
 // a lost connection). A failing path is retried with backoff, and a run
 // whose write fails keeps its lease and waits (nothing is charged to its
 // budgets), so a worker reporting trouble needs its database fixed, not a
-// restart.
+// restart. With Config.RequireSynchronousReplication it also reports a
+// server whose commits are not synchronously replicated while it has
+// standbys (see Replication); without it, that is only logged, once, and
+// counted (otel: tenure.database.replication.asynchronous).
 func (w *Worker) Health() error {
 	if !w.serving.Load() {
 		return ErrNotRunning
@@ -188,7 +193,7 @@ func (w *Worker) Health() error {
 	if w.abandoned.Load() {
 		return fmt.Errorf("tenure worker %s: Shutdown gave up handing runs back; their leases are no longer renewed: %w", w.cfg.Label, ErrNotRunning)
 	}
-	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state())
+	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state(), w.replicationHealth())
 	if err != nil {
 		return fmt.Errorf("tenure worker %s unhealthy (%d runs waiting to write): %w", w.cfg.Label, w.waiting.Load(), err)
 	}
@@ -277,6 +282,7 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	}
 	w.names = names
 	w.register(ctx, hb)
+	w.checkReplication(ctx, hb)
 	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.mu.Lock()
 	w.interrupt = interrupt
@@ -709,6 +715,7 @@ func (w *Worker) listen(ctx context.Context) {
 			return w.connect(ctx)
 		},
 		Send:      w.store.Notify,
+		Dropped:   w.store.Dropped,
 		Listening: w.listening,
 		Notify:    w.notified,
 		Retry:     w.cfg.PollInterval,
@@ -779,6 +786,7 @@ func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
 		}
 	}()
 	bo := newBackoff(min(100*time.Millisecond, w.cfg.HeartbeatInterval), w.cfg.HeartbeatInterval)
+	checked := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -790,6 +798,10 @@ func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
 			next = bo.delay()
 		} else {
 			bo.reset()
+			if conn != nil && time.Since(checked) >= ReplicationCheckInterval {
+				checked = time.Now()
+				w.checkReplication(ctx, conn)
+			}
 		}
 		// A lease not renewed (the renewal failed, or its row was busy)
 		// must be stopped as its time runs out, not at the next beat.

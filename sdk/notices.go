@@ -206,6 +206,7 @@ func (n *notices) listen(ctx context.Context, c *Client) {
 			return pgx.ConnectConfig(ctx, c.store.Pool().Config().ConnConfig.Copy())
 		},
 		Send:      c.store.Notify,
+		Dropped:   c.store.Dropped,
 		Listening: n.wakeAll,
 		// Expectations only while notices are known to arrive, and from
 		// this listener only until it is stopped (its context, cancelled

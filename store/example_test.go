@@ -35,4 +35,7 @@ func ExampleMigrate() {
 	// 6 workers true
 	// 7 ui true
 	// 8 lean_writes true
+	// 9 planner true
+	// 10 fencing true
+	// 11 wakes true
 }

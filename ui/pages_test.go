@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/ui"
@@ -163,6 +166,34 @@ func TestPages_OrphanWarningOnEveryPage(t *testing.T) {
 	g := newFixture(t, ui.Config{})
 	if strings.Contains(g.get("failures").Body.String(), "orphan-warning") {
 		t.Fatal("orphan warning without orphans")
+	}
+}
+
+// Every page warns while the database has standbys that commits do not wait
+// for (a failover can lose runs), and names the settings; not with a
+// synchronous standby, nor with none.
+func TestPages_ReplicationWarningOnEveryPageWhileAFailoverCanLoseRuns(t *testing.T) {
+	t.Parallel()
+	for _, sync := range []bool{false, true} {
+		rep := pgtest.Replicate(t, sync)
+		pool, err := pgxpool.New(t.Context(), rep.PrimaryURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		f := newFixtureOn(t, pool, "tenure", ui.Config{})
+		for _, path := range []string{"failures", "runs", "workers"} {
+			body := want(t, f.get(path), http.StatusOK)
+			if got := strings.Contains(body, `data-testid="replication-warning"`); got == sync {
+				t.Fatalf("sync %v, /%s: replication warning %v\n%s", sync, path, got, body)
+			}
+			if !sync && !strings.Contains(body, "1 standby that commits do not wait for") {
+				t.Fatalf("/%s: the warning does not say why\n%s", path, body)
+			}
+		}
+	}
+	if body := want(t, newFixture(t, ui.Config{}).get("failures"), http.StatusOK); strings.Contains(body, "replication-warning") {
+		t.Fatal("replication warning on a server without standbys")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -27,7 +28,10 @@ type page struct {
 	Writes  bool
 	CSRF    string // the session's CSRF token, for the forms
 	Orphans []operator.Orphans
-	Data    any
+	// Replication is the database's, when a failover can lose commits
+	// (asynchronous standbys): a banner on every page.
+	Replication *operator.Replication
+	Data        any
 }
 
 var funcs = template.FuncMap{
@@ -85,7 +89,12 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p.Root = root(r)
 	p.Writes = h.cfg.Writes
 	p.CSRF = h.csrfToken(w, r)
-	p.Orphans = h.orphans(r.Context())
+	p.Orphans = h.orphans.get(orphanTTL, func() ([]operator.Orphans, error) { return h.op.Orphans(r.Context()) },
+		func(err error) { h.log.Warn("ui: orphaned runs", "err", err) })
+	if repl := h.replication.get(replicationTTL, func() (operator.Replication, error) { return h.op.Replication(r.Context()) },
+		func(err error) { h.log.Warn("ui: replication", "err", err) }); repl.Mode == "asynchronous" {
+		p.Replication = &repl
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		h.log.Error("ui: render", "page", name, "err", err)
@@ -125,31 +134,39 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, title
 	h.render(w, r, status, "error", page{Title: title, Data: errorPage{Status: status, Message: msg}})
 }
 
-// orphans returns the orphaned runs for the banner, from a result at most
-// orphanTTL old: one cheap query every few seconds, whatever the traffic.
-// An error shows no banner (the workers page says it).
-func (h *handler) orphans(ctx context.Context) []operator.Orphans {
-	h.orphanMu.Lock()
-	if time.Since(h.orphanAt) < orphanTTL || h.orphanBusy {
+// cached is a banner's query result, reused for a time: one cheap query
+// every few seconds, whatever the traffic. An error keeps the last result
+// (the pages that own the data say it).
+type cached[T any] struct {
+	mu   sync.Mutex
+	at   time.Time
+	val  T
+	busy bool // a request is refreshing val
+}
+
+// get returns the value, loaded again once it is ttl old.
+func (c *cached[T]) get(ttl time.Duration, load func() (T, error), failed func(error)) T {
+	c.mu.Lock()
+	if time.Since(c.at) < ttl || c.busy {
 		// Fresh, or being refreshed by another request: no page waits for
 		// the query but the one that runs it.
-		list := h.orphanList
-		h.orphanMu.Unlock()
-		return list
+		v := c.val
+		c.mu.Unlock()
+		return v
 	}
-	h.orphanBusy = true
-	h.orphanMu.Unlock()
-	list, err := h.op.Orphans(ctx)
-	h.orphanMu.Lock()
-	defer h.orphanMu.Unlock()
-	h.orphanBusy = false
-	h.orphanAt = time.Now() // a failure is not retried by every page either
+	c.busy = true
+	c.mu.Unlock()
+	v, err := load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.busy = false
+	c.at = time.Now() // a failure is not retried by every page either
 	if err != nil {
-		h.log.Warn("ui: orphaned runs", "err", err)
-		return h.orphanList
+		failed(err)
+		return c.val
 	}
-	h.orphanList = list
-	return list
+	c.val = v
+	return v
 }
 
 // payload is a JSON value as a page shows it: indented, cut at max bytes,

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tenurehq/tenure/operator"
@@ -63,8 +62,12 @@ type Config struct {
 //go:embed templates/*.html static/*
 var assets embed.FS
 
-// orphanTTL is how long the orphan banner's query result is reused.
-const orphanTTL = 5 * time.Second
+// orphanTTL and replicationTTL are how long the banners' query results are
+// reused.
+const (
+	orphanTTL      = 5 * time.Second
+	replicationTTL = time.Minute
+)
 
 // handler is the UI: one mux of pages over one Operator.
 type handler struct {
@@ -75,10 +78,8 @@ type handler struct {
 	pages map[string]*template.Template
 	css   []byte
 
-	orphanMu   sync.Mutex
-	orphanAt   time.Time
-	orphanList []operator.Orphans
-	orphanBusy bool // a request is refreshing orphanList
+	orphans     cached[[]operator.Orphans]
+	replication cached[operator.Replication]
 }
 
 // New returns the UI as an http.Handler that serves its pages at the root

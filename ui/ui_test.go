@@ -42,8 +42,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg ui.Config) *fixture {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
+	return newFixtureOn(t, pgtest.Pool(t), pgtest.Schema(t), cfg)
+}
+
+// newFixtureOn is newFixture on pool, in schema.
+func newFixtureOn(t *testing.T, pool *pgxpool.Pool, schema string, cfg ui.Config) *fixture {
+	t.Helper()
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}

@@ -183,7 +183,7 @@ func (c *Committer) flushPending(conn **pgx.Conn) bool {
 func (c *Committer) flush(conn **pgx.Conn, batch []*request) {
 	res, err := c.commit(conn, batch)
 	var pgErr *pgconn.PgError
-	if err != nil && len(batch) > 1 && *conn != nil && errors.As(err, &pgErr) {
+	if err != nil && len(batch) > 1 && *conn != nil && errors.As(err, &pgErr) && !store.ServerGone(err) {
 		// A statement failed, so the whole transaction rolled back and
 		// nothing of it was written: one run's bad data (say, JSON that
 		// PostgreSQL refuses) must not fail the others, so each write is
@@ -229,8 +229,11 @@ func (c *Committer) commit(conn **pgx.Conn, batch []*request) ([]store.WriteResu
 	res, err := c.cfg.Store.Commit(ctx, *conn, writes)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || (*conn).IsClosed() {
-			// The connection may be broken: the next flush opens a new one.
+		if !errors.As(err, &pgErr) || (*conn).IsClosed() || store.ServerGone(err) {
+			// The connection may be broken, or its server no longer takes
+			// writes (a standby, read-only, shutting down): the next
+			// flush opens a new one, which a multi-host connection string
+			// takes to the server that does.
 			// The writers retry and log (the worker's trouble log), so an
 			// outage is not logged once per flush here.
 			_ = (*conn).Close(context.Background())

@@ -61,6 +61,12 @@ type Config struct {
 	Lost func()
 	// Notify is called with the payload of each notice, probes excepted.
 	Notify func(payload string)
+	// Dropped, when set, returns a channel closed when the connection is to
+	// be opened anew (store.Store.Dropped: the server answered that it no
+	// longer takes writes, a standby or shutting down): a LISTEN on a
+	// server that a failover left behind hears none of the new primary's
+	// notices, and would never fail.
+	Dropped func() <-chan struct{}
 	// Retry is the first delay before reconnecting, doubled after each
 	// failed try up to MaxRetry. Defaults 1s and 30s.
 	Retry, MaxRetry time.Duration
@@ -124,12 +130,16 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
 	l := &loop{cfg: cfg, delay: cfg.Retry, probe: true}
 	for ctx.Err() == nil {
+		l.dropped = false
 		err := l.once(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if errors.Is(err, ErrNotDelivered) {
 			return err
+		}
+		if l.dropped {
+			err = errDropped
 		}
 		cfg.Lost()
 		l.lost(err)
@@ -153,10 +163,33 @@ type loop struct {
 	down     time.Time // when notices were lost; zero while they work
 	warned   string    // the error last logged during this outage
 	warnedAt time.Time
+	dropped  bool // the last connection was dropped by the owner
 }
 
-// once connects, listens and delivers notices until the connection fails.
+// errDropped ends a connection that the owner dropped (Config.Dropped).
+var errDropped = errors.New("the database server no longer takes writes (a failover?): listening anew")
+
+// once connects, listens and delivers notices until the connection fails,
+// or the owner drops it.
 func (l *loop) once(ctx context.Context) error {
+	if l.cfg.Dropped != nil {
+		drop := l.cfg.Dropped()
+		var stop context.CancelCauseFunc
+		ctx, stop = context.WithCancelCause(ctx)
+		defer stop(nil)
+		go func() {
+			select {
+			case <-drop:
+				stop(errDropped)
+			case <-ctx.Done():
+			}
+		}()
+		defer func() {
+			if context.Cause(ctx) == errDropped {
+				l.dropped = true
+			}
+		}()
+	}
 	sctx, cancel := l.bounded(ctx)
 	defer cancel()
 	conn, err := l.cfg.Connect(sctx)

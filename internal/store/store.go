@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -100,6 +102,13 @@ type Store struct {
 
 	mu      sync.Mutex
 	checked bool
+
+	// resetAt is when the pool's connections were last dropped because a
+	// server said it can no longer take writes (see wrap), in Unix
+	// nanoseconds; dropped is closed then, and replaced (under dropMu).
+	resetAt atomic.Int64
+	dropMu  sync.Mutex
+	dropped chan struct{}
 }
 
 // New returns a Store on pool. It fails only for an invalid schema name; the
@@ -173,9 +182,29 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 // wrap turns errors that mean "no schema" into ErrSchemaMissing, and those
 // of prepared statements through a transaction pooler into
 // ErrTransactionPooler, and adds context.
+//
+// An error that says the server can no longer take the pool's writes (it is
+// read-only: a standby, or a primary demoted in a switchover; or it is
+// shutting down or starting up) drops the pool's connections, at most once a
+// second: the next ones are opened anew, and with a multi-host connection
+// string and target_session_attrs=read-write they reach the new primary. A
+// pooled connection to a server that became read-only would otherwise
+// answer every write with that error for ever.
 func (s *Store) wrap(what string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ServerGone(err) {
+		now := time.Now().UnixNano()
+		if last := s.resetAt.Load(); now-last > int64(time.Second) && s.resetAt.CompareAndSwap(last, now) {
+			s.pool.Reset()
+			s.dropMu.Lock()
+			if s.dropped != nil {
+				close(s.dropped)
+				s.dropped = nil
+			}
+			s.dropMu.Unlock()
+		}
 	}
 	if isUndefined(err) {
 		return fmt.Errorf("%s: %w (schema %q)", what, ErrSchemaMissing, s.schema)
@@ -210,6 +239,37 @@ func isPooledStatement(err error) bool {
 		return true
 	case "08P01": // protocol_violation: a bind to a statement of the same name but other text
 		return strings.Contains(pgErr.Message, "prepared statement")
+	}
+	return false
+}
+
+// Dropped returns a channel closed when the store next drops the pool's
+// connections because a server said it can no longer take writes (see
+// ServerGone): the connections Tenure keeps outside the pool (LISTEN, the
+// heartbeat's, the committer's) are to be opened anew too.
+func (s *Store) Dropped() <-chan struct{} {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	if s.dropped == nil {
+		s.dropped = make(chan struct{})
+	}
+	return s.dropped
+}
+
+// ServerGone reports whether err is PostgreSQL saying that this server
+// cannot take Tenure's writes: read_only_sql_transaction (25006: a standby,
+// or a server made read-only for a switchover), admin_shutdown,
+// crash_shutdown or cannot_connect_now (57P01, 57P02, 57P03: shutting down,
+// crashed, starting up or in recovery). A connection that answered so is
+// to be dropped: a new one, with a multi-host connection string and
+// target_session_attrs=read-write, reaches the server that now takes them.
+func ServerGone(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "25006", "57P01", "57P02", "57P03":
+			return true
+		}
 	}
 	return false
 }
