@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
@@ -798,8 +799,25 @@ func TestPrimitives_RefuseBadInput(t *testing.T) {
 	if err := e.client.Send(e.ctx, r.ID, "ch", make(chan int)); err == nil {
 		t.Fatal("Send of a payload that does not encode: no error")
 	}
-	if n := q[int](e, `SELECT count(*) FROM {schema}.signals`); n != 0 {
-		t.Fatalf("%d signals recorded by refused sends", n)
+	// Names are index keys: over sdk.MaxNameLength bytes, a clear error,
+	// in Go and in SQL (where a 1 MB name failed with an index error).
+	long := strings.Repeat("n", sdk.MaxNameLength+1)
+	if err := e.client.Send(e.ctx, r.ID, long, 1); err == nil || !strings.Contains(err.Error(), "over the limit of 200") {
+		t.Fatalf("Send with a name of %d bytes: %v, want the limit named", len(long), err)
+	}
+	if _, err := sdk.GetEvent[int](e.ctx, e.client, r.ID, long, 0); err == nil || !strings.Contains(err.Error(), "over the limit of 200") {
+		t.Fatalf("GetEvent with a key of %d bytes: %v, want the limit named", len(long), err)
+	}
+	var pgErr *pgconn.PgError
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`SELECT %s.send_signal($1, $2)`, e.schema), r.ID, strings.Repeat("n", 1<<20)); !errors.As(err, &pgErr) ||
+		pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "over the limit of 200") {
+		t.Fatalf("send_signal with a 1 MB name: %v, want 22023 naming the limit", err)
+	}
+	if err := e.client.Send(e.ctx, r.ID, strings.Repeat("n", sdk.MaxNameLength), 1); err != nil {
+		t.Fatalf("Send with a name of the limit's length: %v", err)
+	}
+	if n := q[int](e, `SELECT count(*) FROM {schema}.signals`); n != 1 {
+		t.Fatalf("%d signals recorded, want the one within the limit", n)
 	}
 	if _, err := sdk.Receive[int](e.ctx, "x", 0); !errors.Is(err, sdk.ErrNotInWorkflow) {
 		t.Fatalf("Receive outside a workflow: %v", err)
@@ -815,6 +833,12 @@ func TestPrimitives_RefuseBadInput(t *testing.T) {
 		if _, err := sdk.Receive[int](ctx, "x", -time.Second); err != nil {
 			errs = append(errs, "negative timeout")
 		}
+		if _, err := sdk.Receive[int](ctx, strings.Repeat("n", sdk.MaxNameLength+1), 0); err != nil {
+			errs = append(errs, "long name")
+		}
+		if err := sdk.SetEvent(ctx, strings.Repeat("k", sdk.MaxNameLength+1), 1); err != nil {
+			errs = append(errs, "long key")
+		}
 		if err := sdk.SetEvent(ctx, "", 1); err != nil {
 			errs = append(errs, "empty key")
 		}
@@ -825,7 +849,7 @@ func TestPrimitives_RefuseBadInput(t *testing.T) {
 	})
 	e.worker(e.config(), bad)
 	br, _ := sdk.Start(e.ctx, e.client, bad, 0)
-	if out, err := result(t, br); err != nil || out != "empty name,negative timeout,empty key,child key" {
+	if out, err := result(t, br); err != nil || out != "empty name,negative timeout,long name,long key,empty key,child key" {
 		t.Fatalf("result %q, %v", out, err)
 	}
 	if n := q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1`, br.ID); n != 0 {

@@ -236,8 +236,8 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, runID uuid.UUID, name st
 // signalPayload encodes a signal's payload, within the client's payload
 // limit. caller is the entry point, named in the errors.
 func (c *Client) signalPayload(caller, name string, payload any) ([]byte, error) {
-	if name == "" {
-		return nil, fmt.Errorf("%s: empty signal name", caller)
+	if err := checkName(caller, "signal name", name); err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {
@@ -260,8 +260,8 @@ func GetEvent[T any](ctx context.Context, c *Client, runID uuid.UUID, key string
 	if err := c.ready(ctx); err != nil {
 		return v, err
 	}
-	if key == "" {
-		return v, errors.New("sdk.GetEvent: empty key")
+	if err := checkName("sdk.GetEvent", "event key", key); err != nil {
+		return v, err
 	}
 	if timeout < 0 {
 		return v, fmt.Errorf("sdk.GetEvent(%q): negative timeout %s", key, timeout)

@@ -94,10 +94,10 @@ func Receive[T any](ctx context.Context, name string, timeout time.Duration) (T,
 	if !ok {
 		return v, fmt.Errorf("sdk.Receive: %w", ErrNotInWorkflow)
 	}
-	switch {
-	case name == "":
-		return v, errors.New("sdk.Receive: empty signal name")
-	case timeout < 0:
+	if err := checkName("sdk.Receive", "signal name", name); err != nil {
+		return v, err
+	}
+	if timeout < 0 {
 		return v, fmt.Errorf("sdk.Receive(%q): negative timeout %s", name, timeout)
 	}
 	payload, err := ex.Receive(ctx, name, timeout)
@@ -114,6 +114,22 @@ func Receive[T any](ctx context.Context, name string, timeout time.Duration) (T,
 	return v, nil
 }
 
+// MaxNameLength is the longest signal name or event key, in bytes: they are
+// index keys (send_signal refuses a longer name with SQLSTATE 22023).
+const MaxNameLength = 200
+
+// checkName refuses an empty name, or one over MaxNameLength bytes; caller
+// is the entry point and what the name names, for the error.
+func checkName(caller, what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s: empty %s", caller, what)
+	case len(name) > MaxNameLength:
+		return fmt.Errorf("%s: %s of %d bytes, over the limit of %d (sdk.MaxNameLength)", caller, what, len(name), MaxNameLength)
+	}
+	return nil
+}
+
 // SetEvent sets the run's event key to value (encoded as JSON): progress, or
 // an intermediate result, that GetEvent reads outside the workflow (and SQL
 // reads in the events table). The latest value per key wins. Setting it is
@@ -123,8 +139,8 @@ func SetEvent(ctx context.Context, key string, value any) error {
 	if !ok {
 		return fmt.Errorf("sdk.SetEvent: %w", ErrNotInWorkflow)
 	}
-	if key == "" {
-		return errors.New("sdk.SetEvent: empty key")
+	if err := checkName("sdk.SetEvent", "event key", key); err != nil {
+		return err
 	}
 	b, err := json.Marshal(value)
 	if err != nil {

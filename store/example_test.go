@@ -38,4 +38,5 @@ func ExampleMigrate() {
 	// 9 planner true
 	// 10 fencing true
 	// 11 wakes true
+	// 12 checks true
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tenurehq/tenure/internal/store"
 )
@@ -234,5 +235,14 @@ func TestListRunsStepRecordsAndFailureCounts(t *testing.T) {
 	counts, err := st.FailureCounts(t.Context(), time.Hour, time.Now().Add(-time.Hour))
 	if err != nil || len(counts) != 1 || counts[0].Failures != 1 || counts[0].StillOpen != 1 || counts[0].Activity != "charge" {
 		t.Fatalf("FailureCounts %+v, %v", counts, err)
+	}
+	// The SQL function refuses a width that is not positive, with a clear
+	// error (it divided by zero).
+	for _, width := range []string{"'0'", "'-1 hour'", "NULL"} {
+		_, err := st.Pool().Exec(t.Context(), replaceSchema(`SELECT * FROM {schema}.failure_buckets(`+width+`::interval)`, st.Schema()))
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "positive interval") {
+			t.Errorf("failure_buckets(%s): %v, want 22023 asking for a positive interval", width, err)
+		}
 	}
 }
