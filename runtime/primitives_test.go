@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/faultproxy"
+	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -967,4 +969,61 @@ func TestChild_AParentThatFailsLeavesItsChildRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the child to complete", func() bool { return e.runStatus(kid) == "completed" })
+}
+
+// A cancel whose notice the worker missed (sent while its LISTEN connection
+// was down, or before it first took effect) reaches the run as soon as the
+// LISTEN is back: the worker reads its runs' cancels again after every
+// LISTEN, and does not leave them for its next heartbeat (20 s away here).
+func TestCancel_ANoticeMissedWhileNotListeningArrivesWhenTheListenIsBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	proxy, listenURL, err := faultproxy.StartFor(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	lcfg, err := pgx.ParseConfig(listenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 1)
+	waits := activities.New("waits-for-cancel", func(ctx context.Context, x int) (int, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return 0, context.Cause(ctx)
+	})
+	wf := sdk.NewWorkflow("missed-cancel", func(ctx context.Context, x int) (int, error) {
+		return sdk.Execute(ctx, waits, x)
+	})
+	cfg := e.config()
+	cfg.LeaseTTL, cfg.HeartbeatInterval = time.Minute, 20*time.Second
+	cfg.ListenConfig = lcfg
+	w := e.worker(cfg, wf)
+	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
+	<-started
+	proxy.Blackhole() // the LISTEN connection hears nothing from now on
+	proxy.CutAll()
+	if err := e.client.Cancel(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The notice is gone, and so is its wake: applied (at a worker's poll)
+	// with a second notice that is lost too.
+	eventually(t, "the cancel applied to the run", func() bool {
+		return q[bool](e, `SELECT cancel_requested_at IS NOT NULL FROM {schema}.runs WHERE id = $1`, r.ID) &&
+			q[int](e, `SELECT count(*) FROM {schema}.wakes`) == 0
+	})
+	resumed := time.Now()
+	proxy.Resume()
+	if _, err := result(t, r); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("result %v, want ErrCancelled", err)
+	}
+	took := time.Since(resumed)
+	t.Logf("cancel reached the run %s after the LISTEN connection was back", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Fatalf("the missed cancel reached the run %s after the LISTEN was back: not by its re-read (the next heartbeat is 20 s away)", took)
+	}
+	if st := w.Stats(); st.Cancelled != 1 || st.LeasesLost != 0 {
+		t.Fatalf("stats %+v", st)
+	}
 }
