@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // BenchmarkClaim measures one claim of 10 runs of the registered workflow as
@@ -107,5 +109,75 @@ func BenchmarkClaim(b *testing.B) {
 		INSERT INTO {schema}.runs (id, workflow, input, output, status, epoch, run_after, created_at, started_at, finished_at, updated_at)
 		SELECT `+seqID+`, 'wf', '{}', '1', 'completed', 1, t, t, t, t + interval '1 second', t + interval '1 second'
 		FROM generate_series(1, 1000000) AS i, LATERAL (SELECT now() - interval '3 days' + i * interval '100 milliseconds') AS x(t)`, 3_000_000)
+	run("+completed=1000000")
+}
+
+// BenchmarkRenew measures the heartbeat's renewal of 1,000 held leases,
+// with the worker's registry row, as a worker sends it each interval, while
+// the table around it grows (each case adds to the previous one):
+//
+//   - held=1000: the 1,000 running runs alone;
+//   - +completed=1000000: plus 1,000,000 completed runs, analyzed.
+//
+// At PostgreSQL's defaults (jit on), a renewal that the planner costs past
+// jit_above_cost would be JIT-compiled at every beat (279 ms a renewal,
+// before migration 9): ns/renewal must stay flat. Compare the cases within
+// one run:
+//
+//	go test ./internal/store -run '^$' -bench Renew -benchtime 200x
+func BenchmarkRenew(b *testing.B) {
+	st := newStore(b)
+	exec := func(query string, args ...any) {
+		b.Helper()
+		if _, err := st.Pool().Exec(b.Context(), replaceSchema(query, st.Schema()), args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const held = 1000
+	exec(`INSERT INTO {schema}.runs (id, workflow, input, status, claimant, epoch, lease_expires_at, started_at)
+		SELECT gen_random_uuid(), 'wf', '{}', 'running', 'w', 1, now() + interval '1 hour', now()
+		FROM generate_series(1, $1) AS i`, held)
+	rows, err := st.Pool().Query(b.Context(), replaceSchema(`SELECT id FROM {schema}.runs WHERE status = 'running'`, st.Schema()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var leases []store.Lease
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		leases = append(leases, store.Lease{RunID: id, Epoch: 1})
+	}
+	if rows.Err() != nil || len(leases) != held {
+		b.Fatalf("%d leases, %v", len(leases), rows.Err())
+	}
+	beat := &store.WorkerBeat{ID: uuid.New(), Label: "w", Host: "h", PID: 1, Version: "bench", Workflows: []string{"wf"},
+		Queues: []string{"default"}, Concurrency: held, Held: held, Interval: time.Second, TTL: time.Minute}
+	conn, err := st.Pool().Acquire(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	run := func(name string) {
+		b.Run(name, func(b *testing.B) {
+			var took time.Duration
+			for range b.N {
+				start := time.Now()
+				got, err := st.Renew(b.Context(), conn.Conn(), leases, time.Hour, beat)
+				took += time.Since(start)
+				if err != nil || len(got) != held {
+					b.Fatalf("renewed %d: %v", len(got), err)
+				}
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "ns/renewal")
+		})
+	}
+	exec(`ANALYZE {schema}.runs`)
+	run("held=1000")
+	exec(`INSERT INTO {schema}.runs (id, workflow, input, output, status, epoch, created_at, started_at, finished_at)
+		SELECT lpad(to_hex(i), 32, '0')::uuid, 'wf', '{}', '1', 'completed', 1, t, t, t
+		FROM generate_series(1, 1000000) AS i, LATERAL (SELECT now() - interval '3 days' + i * interval '100 milliseconds') AS x(t)`)
+	exec(`ANALYZE {schema}.runs`)
 	run("+completed=1000000")
 }
