@@ -126,19 +126,27 @@ $$;
 
 -- _cancel_unstarted ends a run that has not started (queued, never
 -- claimed), whose row the caller has locked, as cancelled, with its
--- children, and wakes a parent waiting for it.
+-- children. A parent waiting for it is woken by a wake of kind child, not by
+-- an update of its row: a Cancel in a caller's open transaction locks the
+-- cancelled run's row alone.
 CREATE FUNCTION {schema}._cancel_unstarted(run uuid)
 RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    parent uuid;
 BEGIN
     UPDATE {schema}.runs x
     SET status = 'cancelled', epoch = {schema}.next_epoch(x.epoch), finished_at = now(), updated_at = now(),
         error_message = 'cancelled before it started', cancel_requested_at = coalesce(x.cancel_requested_at, now()),
         waiting_for = NULL
-    WHERE x.id = run;
+    WHERE x.id = run
+    RETURNING x.parent_run_id INTO parent;
     PERFORM pg_catalog.pg_notify(n.nspname || '_done', run::text)
     FROM pg_catalog.pg_namespace n WHERE n.oid = '{schema}'::regnamespace;
-    PERFORM {schema}._wake_parent(run);
+    IF parent IS NOT NULL THEN
+        INSERT INTO {schema}.wakes (run_id, kind) VALUES (parent, 'child');
+        PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+    END IF;
     PERFORM {schema}.cancel_run(c.id) FROM {schema}.runs c
     WHERE c.parent_run_id = run AND c.status IN ('queued', 'running');
 END
@@ -183,28 +191,39 @@ BEGIN
 END
 $$;
 
+-- _make_due makes a queued run due now and tells its workers.
+CREATE FUNCTION {schema}._make_due(run uuid, queue text)
+RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    UPDATE {schema}.runs x SET run_after = now(), updated_at = now() WHERE x.id = run;
+    SELECT pg_catalog.pg_notify({schema}.runs_channel(), queue);
+$$;
+
 -- apply_wakes applies up to lim wakes, oldest first, in the worker's own
--- transaction, each to its run's row locked without waiting (a row that
--- is busy keeps its wake for the next call):
+-- transaction, each to its run's row locked without waiting:
 --   signal: a run queued and waiting for that signal is made due now;
 --   cancel: a run that has not started is ended cancelled; one running or
 --     waiting is marked cancel_requested_at, made due now when it waits, and
 --     its worker told again ('cancel:<id>');
 --   child: a run still waiting for its child is made due now if the child
---     has ended; a child whose row is still busy keeps the wake;
--- and deletes each wake applied (or whose run ended or is gone). Workers of
--- the runs made due are told on the runs channel. It returns how many wakes
--- it left for later.
-CREATE FUNCTION {schema}.apply_wakes(lim integer)
-RETURNS integer
+--     has ended;
+-- and deletes each wake it applied (or whose run ended or is gone). A wake
+-- whose run's row (or child's row) is busy, locked by a commit in flight or
+-- a caller's open transaction, is kept for a later call and passed over,
+-- so that it holds up none behind it. Workers of the runs made due are told
+-- on the runs channel. It returns how many wakes it applied and how many it
+-- left busy: applied = lim means more may be waiting.
+CREATE FUNCTION {schema}.apply_wakes(lim integer, OUT applied integer, OUT busy integer)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     w     record;
     r     record;
     child text;
-    busy  integer := 0;
 BEGIN
-    FOR w IN SELECT * FROM {schema}.wakes x ORDER BY x.id LIMIT lim FOR UPDATE SKIP LOCKED LOOP
+    applied := 0;
+    busy := 0;
+    FOR w IN SELECT * FROM {schema}.wakes x ORDER BY x.id FOR UPDATE SKIP LOCKED LOOP
+        EXIT WHEN applied >= lim;
         SELECT x.id, x.status, x.queue, x.waiting_for, x.started_at, x.run_after INTO r
         FROM {schema}.runs x WHERE x.id = w.run_id
         FOR NO KEY UPDATE SKIP LOCKED;
@@ -225,8 +244,7 @@ BEGIN
         ELSIF r.status <> 'queued' OR r.run_after <= now() THEN
             NULL; -- running, ended or due already: nothing to wake
         ELSIF w.kind = 'signal' AND r.waiting_for = 'signal:' || w.signal THEN
-            UPDATE {schema}.runs x SET run_after = now(), updated_at = now() WHERE x.id = r.id;
-            PERFORM pg_catalog.pg_notify({schema}.runs_channel(), r.queue);
+            PERFORM {schema}._make_due(r.id, r.queue);
         ELSIF w.kind = 'child' AND r.waiting_for LIKE 'child:%' THEN
             SELECT c.status INTO child FROM {schema}.runs c
             WHERE c.id = substr(r.waiting_for, 7)::uuid FOR SHARE SKIP LOCKED;
@@ -235,14 +253,21 @@ BEGIN
                 CONTINUE;
             END IF;
             IF child IN ('completed', 'failed', 'cancelled') THEN
-                UPDATE {schema}.runs x SET run_after = now(), updated_at = now() WHERE x.id = r.id;
-                PERFORM pg_catalog.pg_notify({schema}.runs_channel(), r.queue);
+                PERFORM {schema}._make_due(r.id, r.queue);
             END IF;
         END IF;
         DELETE FROM {schema}.wakes x WHERE x.id = w.id;
+        applied := applied + 1;
     END LOOP;
-    RETURN busy;
 END
+$$;
+
+-- _cancel_asked_at is when a run's Cancel was asked: recorded on the run,
+-- or still a wake no worker has applied.
+CREATE FUNCTION {schema}._cancel_asked_at(run uuid, recorded timestamptz)
+RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(recorded, (SELECT min(w.at) FROM {schema}.wakes w WHERE w.run_id = run AND w.kind = 'cancel'))
 $$;
 
 -- waiting_runs (version 5) shows a cancel asked of a waiting run at once,
@@ -255,8 +280,40 @@ SELECT r.id                                                         AS run_id,
        r.updated_at                                                 AS waiting_since,
        CASE WHEN r.run_after = 'infinity' THEN NULL ELSE r.run_after END AS wakes_at,
        r.parent_run_id,
-       coalesce(r.cancel_requested_at,
-                (SELECT min(w.at) FROM {schema}.wakes w WHERE w.run_id = r.id AND w.kind = 'cancel'))
-                                                                    AS cancel_requested_at
+       {schema}._cancel_asked_at(r.id, r.cancel_requested_at)      AS cancel_requested_at
 FROM {schema}.runs r
 WHERE r.status = 'queued' AND r.waiting_for IS NOT NULL;
+
+-- Roles set up with the grants of docs/operations.md get what the wakes need
+-- from what they had on signals: a role that could update signals (a
+-- worker's) may apply and delete wakes, one that could insert them (a
+-- client's, an operator's: sends) may insert wakes (cancels, sends), one
+-- that could read them may read wakes.
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT r.rolname,
+               pg_catalog.has_table_privilege(r.oid, '{schema}.signals', 'UPDATE') AS upd,
+               pg_catalog.has_table_privilege(r.oid, '{schema}.signals', 'INSERT') AS ins,
+               pg_catalog.has_table_privilege(r.oid, '{schema}.signals', 'SELECT') AS sel
+        FROM pg_catalog.pg_roles r
+        WHERE r.oid <> (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = '{schema}.signals'::regclass)
+          AND NOT r.rolsuper AND r.rolname !~ '^pg_'
+          AND pg_catalog.has_table_privilege(r.oid, '{schema}.signals', 'SELECT, INSERT, UPDATE')
+    LOOP
+        IF g.sel THEN
+            EXECUTE format('GRANT SELECT ON {schema}.wakes TO %I', g.rolname);
+        END IF;
+        IF g.ins THEN
+            EXECUTE format('GRANT INSERT ON {schema}.wakes TO %I', g.rolname);
+            EXECUTE format('GRANT USAGE ON SEQUENCE {schema}.wakes_id_seq TO %I', g.rolname);
+        END IF;
+        IF g.upd THEN
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.wakes TO %I', g.rolname);
+            EXECUTE format('GRANT USAGE ON SEQUENCE {schema}.wakes_id_seq TO %I', g.rolname);
+        END IF;
+    END LOOP;
+END
+$$;

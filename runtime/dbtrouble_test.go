@@ -253,3 +253,43 @@ func TestDatabaseError_UnstorableOutputFailsItsStepAndBadTextIsCleaned(t *testin
 		t.Fatalf("escaped backslash: %q, %v", out, err)
 	}
 }
+
+// A worker whose role cannot apply wakes (a deployment that upgraded its
+// schema without the grants on the wakes table) still claims and runs: the
+// refused wakes are said in Health and the log, and tried again at each
+// poll, never in the way of the claims.
+func TestDatabaseError_WakesRefusedHoldUpNoClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	role, pool := roleFor(e)
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`REVOKE ALL ON %s.wakes FROM %s`, pgx.Identifier{e.schema}.Sanitize(), role)); err != nil {
+		t.Fatal(err)
+	}
+	logs := &records{}
+	cfg := e.config()
+	cfg.Logger = slog.New(logs)
+	w, err := runtime.NewWorker(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(echoWorkflow); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, w, 5*time.Second)
+	for i := range 5 {
+		r, _ := sdk.Start(e.ctx, e.client, echoWorkflow, in{N: i})
+		if out, err := result(t, r); err != nil || out != i {
+			t.Fatalf("run %d with the wakes refused: %d, %v", i, out, err)
+		}
+	}
+	eventually(t, "the refusal said in Health", func() bool {
+		err := w.Health()
+		return err != nil && strings.Contains(err.Error(), "apply wakes") && strings.Contains(err.Error(), "permission denied")
+	})
+	if logs.count("apply wakes") == 0 {
+		t.Fatal("the refused wakes were not logged")
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
@@ -116,10 +117,10 @@ type Worker struct {
 
 	// The worker's paths to the database, each retried with backoff while
 	// it fails: Health reports them.
-	claims, renewals, writes *trouble
-	waiting                  atomic.Int64 // runs whose write is being retried
-	abandoned                atomic.Bool  // Shutdown gave up: leases are no longer renewed
-	serving                  atomic.Bool  // between the start of Run and its return
+	claims, renewals, writes, wakeTrouble *trouble
+	waiting                               atomic.Int64 // runs whose write is being retried
+	abandoned                             atomic.Bool  // Shutdown gave up: leases are no longer renewed
+	serving                               atomic.Bool  // between the start of Run and its return
 }
 
 // NewWorker returns a worker on pool, or the configuration error: a nil
@@ -164,13 +165,15 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	w.claims = newTrouble("claim runs", troubleLogEvery, log, observe)
 	w.renewals = newTrouble("renew leases", troubleLogEvery, log, observe)
 	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
+	w.wakeTrouble = newTrouble("apply wakes", troubleLogEvery, log, observe)
 	return w, nil
 }
 
 // DatabaseObserver is an optional interface of an Observer (the otel
 // package implements it): it hears of every database error of a worker's
-// claims ("claim runs"), lease renewals ("renew leases") and runs' writes
-// ("write runs"), each of which the worker retries.
+// claims ("claim runs"), lease renewals ("renew leases"), runs' writes
+// ("write runs") and applications of wakes ("apply wakes": signals sent,
+// cancels asked), each of which the worker retries.
 type DatabaseObserver interface {
 	DatabaseError(path string, err error)
 }
@@ -193,7 +196,7 @@ func (w *Worker) Health() error {
 	if w.abandoned.Load() {
 		return fmt.Errorf("tenure worker %s: Shutdown gave up handing runs back; their leases are no longer renewed: %w", w.cfg.Label, ErrNotRunning)
 	}
-	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state(), w.replicationHealth())
+	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state(), w.wakeTrouble.state(), w.replicationHealth())
 	if err != nil {
 		return fmt.Errorf("tenure worker %s unhealthy (%d runs waiting to write): %w", w.cfg.Label, w.waiting.Load(), err)
 	}
@@ -580,6 +583,22 @@ func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool
 	var err error
 	if wake {
 		claimed, woken, err = w.store.ClaimWaking(cctx, held, names, w.cfg.Queues, max(free, 0), w.cfg.Label, w.cfg.LeaseTTL)
+		var pgErr *pgconn.PgError
+		if err != nil && errors.As(err, &pgErr) && ctx.Err() == nil {
+			// The server refused the wakes' statements (a role without
+			// the grants on wakes, say): claims must not wait for them.
+			// They are tried again at the next poll, and said wrong in
+			// Health; the claim goes on alone.
+			w.wakeTrouble.failed(err)
+			w.lastWakes = began
+			claimed, woken, err = nil, store.Woken{}, nil
+			if free > 0 {
+				claimed, err = w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
+			}
+			wake = false
+		} else if err == nil {
+			w.wakeTrouble.ok()
+		}
 	} else {
 		claimed, err = w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
 	}
@@ -645,6 +664,10 @@ func (w *Worker) woken(woken store.Woken) {
 		if e != nil {
 			e.requestCancel()
 		}
+	}
+	if woken.Applied >= store.WakesApplied {
+		w.wakesDue.Store(true) // more may be waiting: at once
+		w.signal()
 	}
 	if woken.Left > 0 && !w.busyWakes {
 		w.wakesDue.Store(true)

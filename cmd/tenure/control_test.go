@@ -88,7 +88,7 @@ func TestCLI_SignalSendsOnceToALiveRunAndRefusesTheRest(t *testing.T) {
 	}
 	// A worker wakes the run (apply_wakes), in a transaction of its own.
 	var left int
-	f.query(`SELECT {schema}.apply_wakes(10)`, nil, &left)
+	f.query(`SELECT busy FROM {schema}.apply_wakes(10)`, nil, &left)
 	f.query(`SELECT run_after <= now() FROM {schema}.runs WHERE id = $1`, []any{waiting}, &woken)
 	if left != 0 || !woken {
 		t.Fatalf("after a worker applied the wakes: %d left, run woken %v; want the waiting run due now", left, woken)

@@ -101,9 +101,9 @@ type WriteResult struct {
 // acknowledged before that commit.
 //
 // Fencing without blocking the heartbeat: the fence of a step-level part
-// takes FOR KEY SHARE on the run's row, which holds off anything that changes
-// the run's epoch or status (claims and cancels lock the row FOR UPDATE) until
-// the commit, but not the heartbeat's renewal of the lease.
+// takes FOR KEY SHARE on the run's row, which holds off what changes the
+// run's epoch (a claim, or ExpireLease, locks the row FOR UPDATE) until the
+// commit, but not the heartbeat's renewal of the lease.
 func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]WriteResult, error) {
 	var c commitBatch
 	for i := range writes {
@@ -470,8 +470,9 @@ func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 }
 
 // The fence of the step-level statements: the runs this batch still holds.
-// FOR KEY SHARE conflicts with the FOR UPDATE of claims and cancels (which
-// change the epoch) but not with the heartbeat's update of the lease expiry.
+// FOR KEY SHARE conflicts with the FOR UPDATE of claims and ExpireLease
+// (which change the epoch) but not with the heartbeat's update of the lease
+// expiry, nor with a worker applying a cancel's wake.
 // Each run is looked up by its primary key (LATERAL, and by its id and epoch
 // alone, so that no partial index of runs by status matches; OFFSET 0 keeps
 // the status condition from being pushed into it: with statistics taken
@@ -628,7 +629,7 @@ func strayAttempts(except string) string {
 	stray AS (
 		UPDATE {schema}.attempts a
 		SET status = 'lost', ended_at = now(),
-		    error_message = 'its end was never recorded: the write was lost (a failover to a standby that had not received it?) while the run went on'
+		    error_message = 'its end was never recorded while its run went on: the write was lost (a failover to a standby that had not received it, say)'
 		FROM f WHERE f.was = 'running' AND a.run_id >= f.run_id AND a.run_id <= f.run_id AND a.status = 'running' ` + except + `)`
 }
 
@@ -688,9 +689,10 @@ var sqlRelease = `
 	u AS (
 		UPDATE {schema}.runs r
 		SET status = 'queued',
-		    -- A cancel requested meanwhile wakes the run at once: cancel_run
-		    -- locks the row FOR UPDATE, so this UPDATE sees its mark (it
-		    -- reads the newest version of the row it updates).
+		    -- A cancel requested meanwhile wakes the run at once: a worker
+		    -- applying its wake locks the row, so this UPDATE sees its mark
+		    -- (it reads the newest version of the row it updates), or the
+		    -- wake, applied after, finds the run waiting.
 		    run_after = CASE WHEN r.cancel_requested_at IS NOT NULL THEN now()
 		                     WHEN f.until_step > 0
 		                     THEN coalesce((SELECT s.due_at FROM {schema}.steps s

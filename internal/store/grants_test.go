@@ -17,12 +17,17 @@ import (
 
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/migrations"
 )
 
 // TestDocs_LeastPrivilegeRolesAreEnough applies the grants of
 // docs/operations.md and checks that a worker role can do a worker's job
 // (and no DDL, no deletes), that an operator can requeue and purge, and
 // that a read-only role can look but not requeue.
+//
+// Upgraded, the same with the grants of a schema before version 11 (no
+// wakes table): migration 11 gives each role what it needs on wakes from
+// what it had on signals.
 func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -32,10 +37,22 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	if m == nil {
 		t.Fatal("no grants block in docs/operations.md")
 	}
+	t.Run("as documented", func(t *testing.T) { checkRoles(t, string(m[1]), false) })
+	// Before version 11 the block named no wakes.
+	before := regexp.MustCompile(`, tenure\.wakes(_id_seq)?`).ReplaceAllString(string(m[1]), "")
+	if strings.Contains(regexp.MustCompile(`--.*`).ReplaceAllString(before, ""), "wakes") {
+		t.Fatalf("the grants without wakes still name them:\n%s", before)
+	}
+	t.Run("upgraded", func(t *testing.T) { checkRoles(t, before, true) })
+}
+
+// checkRoles applies grants (docs/operations.md's block) to three roles of
+// a new schema and checks what each can do; with upgrade, it then runs the
+// grants of migration 11, as an upgrade from version 10 does.
+func checkRoles(t *testing.T, grants string, upgrade bool) {
 	owner := newStore(t)
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	roles := map[string]string{}
-	grants := string(m[1])
 	for _, r := range []string{"tenure_worker", "tenure_operator", "tenure_readonly"} {
 		roles[r] = r + "_" + suffix
 		grants = strings.ReplaceAll(grants, r, roles[r])
@@ -50,6 +67,16 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	})
 	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
 		t.Fatalf("the documented grants: %v", err)
+	}
+	if upgrade {
+		body, err := migrations.FS.ReadFile("0011_wakes.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		do := string(body[strings.Index(string(body), "DO $$"):])
+		if _, err := owner.Pool().Exec(t.Context(), strings.ReplaceAll(do, "{schema}", ident)); err != nil {
+			t.Fatalf("migration 11's grants: %v", err)
+		}
 	}
 	as := func(role string) *store.Store {
 		cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
@@ -102,6 +129,9 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	if _, err := worker.SendSignal(t.Context(), worker.Pool(), l.RunID, "go", []byte(`1`)); err != nil {
 		t.Errorf("send a signal as the worker role: %v", err)
 	}
+	if _, err := worker.ApplyWakes(t.Context(), []uuid.UUID{l.RunID}); err != nil {
+		t.Errorf("apply wakes as the worker role: %v", err)
+	}
 	for _, w := range []store.Write{
 		{Lease: l, Receive: &store.SignalReceive{Step: 1, Name: "go"}},
 		{Lease: l, SetEvent: &store.EventSet{Step: 2, Key: "k", Value: []byte(`1`)}},
@@ -145,6 +175,9 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	}
 	if _, err := operator.CancelRun(t.Context(), l.RunID); err != nil {
 		t.Errorf("cancel as the operator role: %v", err)
+	}
+	if r, err := readonly.GetRun(t.Context(), l.RunID); err != nil || r.CancelRequested == nil {
+		t.Errorf("a run whose cancel is a wake, read by the read-only role: %+v, %v", r, err)
 	}
 	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 4 || audit[3].Actor != roles["tenure_worker"] {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)

@@ -186,17 +186,19 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 // An error that says the server can no longer take the pool's writes (it is
 // read-only: a standby, or a primary demoted in a switchover; or it is
 // shutting down or starting up) drops the pool's connections, at most once a
-// second: the next ones are opened anew, and with a multi-host connection
-// string and target_session_attrs=read-write they reach the new primary. A
-// pooled connection to a server that became read-only would otherwise
-// answer every write with that error for ever.
+// second, once a connection of the pool confirms it (a caller's own
+// read-only transaction, or one backend terminated by an administrator,
+// answers the same codes): the next ones are opened anew, and with a
+// multi-host connection string and target_session_attrs=read-write they
+// reach the new primary. A pooled connection to a server that became
+// read-only would otherwise answer every write with that error for ever.
 func (s *Store) wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if ServerGone(err) {
 		now := time.Now().UnixNano()
-		if last := s.resetAt.Load(); now-last > int64(time.Second) && s.resetAt.CompareAndSwap(last, now) {
+		if last := s.resetAt.Load(); now-last > int64(time.Second) && s.resetAt.CompareAndSwap(last, now) && s.takesNoWrites() {
 			s.pool.Reset()
 			s.dropMu.Lock()
 			if s.dropped != nil {
@@ -241,6 +243,18 @@ func isPooledStatement(err error) bool {
 		return strings.Contains(pgErr.Message, "prepared statement")
 	}
 	return false
+}
+
+// takesNoWrites asks a connection of the pool, within a second, whether its
+// server takes writes: no when it is a standby or read-only, or does not
+// answer.
+func (s *Store) takesNoWrites() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var ro bool
+	err := s.query(ctx, s.pool, planHot, scanOne(&ro),
+		`SELECT pg_catalog.pg_is_in_recovery() OR pg_catalog.current_setting('transaction_read_only') = 'on'`)
+	return err != nil || ro
 }
 
 // Dropped returns a channel closed when the store next drops the pool's

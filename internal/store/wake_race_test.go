@@ -350,3 +350,71 @@ func TestSendSignal_SendsToOneRunAreNumberedInCommitOrder(t *testing.T) {
 		t.Fatalf("signals in ID order %q, want AB (commit order)", got)
 	}
 }
+
+// A wake whose run's row stays locked (a caller's open transaction) is
+// passed over: the wakes behind it are applied, however many it is.
+func TestWake_ABusyWakeHoldsUpNoneBehindIt(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	l := claimN(t, st, 2)
+	busy, waiting := l[0], l[1]
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: waiting, Receive: &store.SignalReceive{Step: 1, Name: "go"},
+		Release: &store.Release{WaitFor: "signal:go", UntilStep: 1}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("suspend: %v %+v", err, res)
+	}
+	for _, id := range []uuid.UUID{busy.RunID, waiting.RunID} { // the busy run's wake first
+		if _, err := st.SendSignal(t.Context(), st.Pool(), id, "go", []byte(`1`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := st.Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), replaceSchema(`SELECT 1 FROM {schema}.runs WHERE id = $1 FOR NO KEY UPDATE`, st.Schema()), busy.RunID); err != nil {
+		t.Fatal(err)
+	}
+	var applied, left int
+	if err := st.Pool().QueryRow(t.Context(), replaceSchema(`SELECT applied, busy FROM {schema}.apply_wakes(1)`, st.Schema())).Scan(&applied, &left); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 1 || left != 1 || !due(t, st, waiting) {
+		t.Fatalf("apply_wakes(1) behind a busy wake: applied %d, busy %d, waiting run due %v; want the one behind applied", applied, left, due(t, st, waiting))
+	}
+}
+
+// The cancel of a child that has not started, in a caller's open
+// transaction, locks the child's row alone, not its waiting parent's: the
+// parent is woken by a wake once the cancel commits.
+func TestCancel_OfAnUnstartedChildInAnOpenTransactionLeavesItsParentsRowFree(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	p := claimN(t, st, 1)[0]
+	child := store.ChildID(p.RunID, 1)
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: p,
+		StartChild: &store.ChildStart{Step: 1, ID: child, Workflow: "never-claimed", Queue: "default", Input: []byte(`{}`)},
+		Release:    &store.Release{WaitFor: "child:" + child.String(), UntilStep: 1}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("start the child and wait: %v %+v", err, res)
+	}
+	tx, err := st.Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var did string
+	if err := tx.QueryRow(t.Context(), replaceSchema(`SELECT {schema}.cancel_run($1)`, st.Schema()), child).Scan(&did); err != nil || did != "cancelled" {
+		t.Fatalf("cancel of the unstarted child: %q, %v", did, err)
+	}
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`SELECT 1 FROM {schema}.runs WHERE id = $1 FOR NO KEY UPDATE NOWAIT`, st.Schema()), p.RunID); err != nil {
+		t.Fatalf("the parent's row while the child's cancel is open: %v; want it free", err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyWakes(t.Context(), nil); err != nil || !due(t, st, p) {
+		t.Fatalf("after the cancel and its wake: %v; the parent is due %v, want woken", err, due(t, st, p))
+	}
+}

@@ -10,6 +10,9 @@ import (
 
 // Woken is what applying the wakes did (see ApplyWakes).
 type Woken struct {
+	// Applied is how many wakes were applied; when it is WakesApplied,
+	// more may be waiting.
+	Applied int
 	// Left is how many wakes were left for a later try: their runs' rows
 	// were busy (a worker's commit in flight).
 	Left int
@@ -18,16 +21,16 @@ type Woken struct {
 	Cancelled []uuid.UUID
 }
 
-// wakeApplied is how many wakes one statement applies at most.
-const wakeApplied = 500
+// WakesApplied is how many wakes one statement applies at most.
+const WakesApplied = 500
 
 // wakeRequest is the wakes part of a claim's batch: the runs held, whose
 // cancels to report.
 type wakeRequest struct{ held []uuidParam }
 
 func (r *wakeRequest) queue(s *Store, b *pgx.Batch, woken *Woken) {
-	b.Queue(s.sql(`SELECT {schema}.apply_wakes($1)`), wakeApplied).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&woken.Left)
+	b.Queue(s.sql(`SELECT applied, busy FROM {schema}.apply_wakes($1)`), WakesApplied).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&woken.Applied, &woken.Left)
 	})
 	if len(r.held) == 0 {
 		return
