@@ -271,6 +271,12 @@ type FailureFilter struct {
 	Since, Until    time.Time
 	IncludeRequeued bool
 	Limit           int // 0: 1000
+	// AfterFailed and AfterID, when AfterID is set, keep the failures that
+	// come after that one in the newest-first order (failed_at DESC, id
+	// DESC): the next page of a listing whose last row it was (keyset
+	// paging, as RunSearch.AfterID for runs).
+	AfterFailed time.Time
+	AfterID     int64
 }
 
 // Failures lists failure rows matching f, newest first.
@@ -301,6 +307,10 @@ func (s *Store) Failures(ctx context.Context, f FailureFilter) ([]FailureRow, er
 	}
 	if !f.IncludeRequeued {
 		where = append(where, "requeued_at IS NULL")
+	}
+	if f.AfterID != 0 {
+		args = append(args, f.AfterFailed, f.AfterID)
+		where = append(where, fmt.Sprintf("(failed_at, id) < ($%d::timestamptz, $%d::bigint)", len(args)-1, len(args)))
 	}
 	limit := f.Limit
 	if limit <= 0 {

@@ -277,6 +277,10 @@ type RunSearch struct {
 	CreatedAfter  time.Time // created at or after
 	CreatedBefore time.Time // created before
 	Limit         int       // 0: 100
+	// AfterCreated and AfterID, when AfterID is set, keep the runs that
+	// come after that one in the newest-first order (see RunSearch.where).
+	AfterCreated time.Time
+	AfterID      uuid.UUID
 }
 
 // SearchRuns lists the runs q selects, newest first, as ListRuns does,
@@ -286,30 +290,8 @@ func (s *Store) SearchRuns(ctx context.Context, q RunSearch) ([]RunSummary, erro
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	conds := []string{"true"}
 	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, fmt.Sprintf(cond, len(args)))
-	}
-	if q.Workflow != "" {
-		add("r.workflow = $%d", q.Workflow)
-	}
-	if q.Status != "" {
-		add("r.status = $%d", string(q.Status))
-	}
-	if q.Queue != "" {
-		add("r.queue = $%d", q.Queue)
-	}
-	if q.Key != "" {
-		add("r.run_key = $%d", q.Key)
-	}
-	if !q.CreatedAfter.IsZero() {
-		add("r.created_at >= $%d", q.CreatedAfter)
-	}
-	if !q.CreatedBefore.IsZero() {
-		add("r.created_at < $%d", q.CreatedBefore)
-	}
+	cond := q.where(&args)
 	args = append(args, q.Limit)
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT r.id, r.workflow, r.queue, coalesce(r.run_key, ''), r.status, coalesce(r.claimant, ''), r.epoch, r.requeues,
@@ -318,7 +300,7 @@ func (s *Store) SearchRuns(ctx context.Context, q RunSearch) ([]RunSummary, erro
 		       coalesce(f.reason, ''), coalesce(f.step, 0), coalesce(f.activity, '')
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
-		WHERE `+strings.Join(conds, " AND ")+`
+		WHERE `+cond+`
 		ORDER BY r.created_at DESC, r.id DESC
 		LIMIT $`+fmt.Sprint(len(args))), args...)
 	if err != nil {
