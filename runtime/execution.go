@@ -63,7 +63,11 @@ type execution struct {
 	loadedAt time.Time
 }
 
-// budget is what a step has spent, for its failure row.
+// budget is what a step has spent, for its failure row: attempts, errors,
+// and rescues. While the step runs, rescues counts its lost attempts (what
+// DecideRescue weighs: each was rescued, or the step gives up); once it
+// gave up on a lost attempt, that one is not counted (a rescue is an attempt
+// that follows a lost one, attempts.is_rescue).
 type budget struct{ attempts, errors, rescues int }
 
 func (w *Worker) newExecution(base context.Context, c store.Claimed, claimedAt time.Time) *execution {
@@ -194,7 +198,11 @@ func (e *execution) run() {
 	}
 	e.loadedAt = time.Now()
 	for n, s := range e.steps {
-		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
+		b := budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
+		if s.Status == store.StepFailed && s.LastStatus == store.AttemptLost && s.LastAttempt > s.BudgetFrom {
+			b.rescues-- // it gave up on its lost attempt (stepRun.run): that one was not rescued
+		}
+		e.counts[n] = b
 	}
 
 	o := e.invoke(wf) // does not return when the executor unwound the workflow (exit)

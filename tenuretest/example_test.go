@@ -164,7 +164,7 @@ func ExampleEnv_RequireFailed() {
 	_, err := tenuretest.Result(env, run)
 	fmt.Println(errors.Is(err, sdk.ErrIndeterminate))
 	// Output:
-	// indeterminate 1 charge 1
+	// indeterminate 1 charge 0
 	// true
 }
 
