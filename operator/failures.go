@@ -14,7 +14,8 @@ type Failure = store.FailureRow
 
 // FailureFilter selects failure rows; zero fields match everything. Only
 // open failures (not requeued) match unless IncludeRequeued is set. Limit 0
-// means 1000.
+// means 1000. AfterFailed and AfterID, the FailedAt and ID of a page's last
+// row, start the next page after it.
 type FailureFilter = store.FailureFilter
 
 // FailureCount is one bucket of FailureCounts: the failures of one

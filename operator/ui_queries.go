@@ -52,7 +52,9 @@ func (op *Operator) OpenFailures(ctx context.Context, f FailureGroupFilter, limi
 }
 
 // RunSearch selects runs for SearchRuns by workflow, status, queue, key and
-// creation time; zero fields match all. Limit 0 means 100.
+// creation time; zero fields match all. Limit 0 means 100. AfterCreated and
+// AfterID, the CreatedAt and ID of a page's last run, start the next page
+// after it (keyset paging: no run is listed twice or skipped).
 type RunSearch = store.RunSearch
 
 // SearchRuns lists the runs q selects, newest first, as Runs does, with a

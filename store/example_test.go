@@ -39,4 +39,5 @@ func ExampleMigrate() {
 	// 10 fencing true
 	// 11 wakes true
 	// 12 checks true
+	// 14 cli true
 }

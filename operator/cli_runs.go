@@ -1,0 +1,146 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// The actions of a caller that does not link the workflows' Go code (the
+// CLI, a script): start a run by the workflow's name, count runs, delete a
+// finished run.
+
+// ErrNotFinished is returned by DeleteRun for a run that is queued or
+// running: only completed, failed and cancelled runs can be deleted.
+var ErrNotFinished = store.ErrNotFinished
+
+// StartOptions says how Start records a run. The zero value starts it due
+// now, on the queue "default", at priority 0, without a key.
+type StartOptions struct {
+	// Key makes the start idempotent, as sdk.WithKey does: when a run of the
+	// workflow holds the key with the same input (compared as JSON values),
+	// Start returns it (Started.Created false) and starts nothing.
+	Key string
+	// Queue is the queue the run goes on; "" is "default".
+	Queue string
+	// Priority orders the runs of a queue, higher first (sdk.WithPriority).
+	Priority int
+	// Delay makes the run due only after it; it must not be negative.
+	Delay time.Duration
+}
+
+// Started is the run Start recorded, or the one that held its key.
+type Started struct {
+	ID uuid.UUID
+	// Created is false when a run with the same key, workflow and input
+	// existed: Start returned it and started nothing.
+	Created bool
+}
+
+// Start records a run of the workflow named workflow with input (JSON; nil
+// is JSON null), as sdk.Start does, and announces it to idle workers. It is
+// for callers that do not link the workflow's Go code, so nothing checks
+// the input against the workflow's input type: a worker fails a run whose
+// input does not decode with reason bad_input.
+//
+// It returns an error for an empty workflow or queue name, a negative
+// delay, an input that is not JSON or is larger than sdk.DefaultMaxPayload
+// (wrapping sdk.ErrPayloadTooLarge), and a key held by a run of another
+// workflow (sdk.ErrWorkflowMismatch) or with another input
+// (sdk.ErrKeyConflict). Unlike sdk.Start it does not send the insert again
+// when the connection fails while it is in flight: the run may then exist,
+// and a Start with a key finds out safely. Served says whether a live
+// worker will pick the run up.
+func (op *Operator) Start(ctx context.Context, workflow string, input json.RawMessage, o StartOptions) (Started, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return Started{}, err
+	}
+	if o.Queue == "" {
+		o.Queue = "default"
+	}
+	if input == nil {
+		input = json.RawMessage("null")
+	}
+	switch {
+	case workflow == "":
+		return Started{}, errors.New("operator.Start: empty workflow name")
+	case o.Delay < 0:
+		return Started{}, fmt.Errorf("start %s: negative delay %s", workflow, o.Delay)
+	case !json.Valid(input):
+		return Started{}, fmt.Errorf("start %s: the input is not JSON", workflow)
+	case len(input) > sdk.DefaultMaxPayload:
+		return Started{}, fmt.Errorf("start %s: input is %d bytes, limit %d: %w", workflow, len(input), sdk.DefaultMaxPayload, sdk.ErrPayloadTooLarge)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Started{}, fmt.Errorf("start %s: new run ID: %w", workflow, err)
+	}
+	out, err := op.store.InsertRuns(ctx, op.store.Pool(), []store.NewRun{{ID: id, Workflow: workflow, Queue: o.Queue,
+		Priority: o.Priority, Key: o.Key, Input: input, Delay: o.Delay}})
+	if err != nil {
+		return Started{}, fmt.Errorf("start %s: %w", workflow, err)
+	}
+	ins := out[0]
+	switch {
+	case ins.Workflow != workflow:
+		return Started{}, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", workflow, o.Key, ins.ID, ins.Workflow, sdk.ErrWorkflowMismatch)
+	case ins.OtherInput:
+		return Started{}, fmt.Errorf("start %s: key %q already names run %s, started with another input: %w", workflow, o.Key, ins.ID, sdk.ErrKeyConflict)
+	}
+	return Started{ID: ins.ID, Created: ins.Created}, nil
+}
+
+// Served reports whether a live worker (the registry's live_workers)
+// registered workflow and serves queue: a run started there is picked up
+// now, or else waits until such a worker starts.
+func (op *Operator) Served(ctx context.Context, workflow, queue string) (bool, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return false, err
+	}
+	return op.store.Served(ctx, workflow, queue)
+}
+
+// CountRuns counts the runs q selects, whatever its Limit: what SearchRuns
+// would list, page after page. The count is exact, so it reads every run
+// that matches; without a filter, that is the whole table.
+func (op *Operator) CountRuns(ctx context.Context, q RunSearch) (int64, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return 0, err
+	}
+	return op.store.CountRuns(ctx, q)
+}
+
+// DeleteRun deletes one finished run (completed, failed or cancelled) with
+// its steps, attempts, signals, events and failure rows, through the SQL
+// function delete_run, and records it in the audit log (action delete) with
+// note. It returns what it deleted: one run, and its failure rows. It
+// returns an error wrapping ErrNotFound for a run that does not exist and
+// ErrNotFinished for one queued or running, and refuses a child run whose
+// parent may still replay it (the parent is queued, running, or failed and
+// so may be requeued) and a run with children still queued or running.
+// PurgeCompleted and PurgeFailures delete by age.
+func (op *Operator) DeleteRun(ctx context.Context, runID uuid.UUID, note string) (Purged, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return Purged{}, err
+	}
+	n, err := op.store.DeleteRun(ctx, runID, note)
+	if err != nil {
+		return Purged{}, err
+	}
+	return Purged{Runs: 1, Failures: n}, nil
+}
