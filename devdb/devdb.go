@@ -83,10 +83,11 @@ func Open(ctx context.Context) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devdb: %s is not set and no private cluster could be started: %w", EnvVar, err)
 	}
-	desc := "a private PostgreSQL cluster, removed on exit (set " + EnvVar + " to keep the data)"
+	desc := "a private PostgreSQL cluster"
 	if cfg, err := pgx.ParseConfig(u); err == nil {
-		desc = describe(cfg) + ", in " + desc
+		desc = describe(cfg)
 	}
+	desc += " (a private cluster, removed on exit; set " + EnvVar + " to keep the data)"
 	return &DB{URL: u, Private: true, desc: desc, stop: stop}, nil
 }
 
@@ -105,7 +106,9 @@ func (db *DB) Close() error {
 }
 
 // String says which database db is, without its password: for example
-// "database test on 127.0.0.1:5432 as postgres (DATABASE_URL)".
+// "database test on 127.0.0.1:5432 as postgres (DATABASE_URL)", or
+// "database postgres on /tmp/pgtest-…/sock as postgres (a private cluster,
+// removed on exit; set DATABASE_URL to keep the data)".
 func (db *DB) String() string { return db.desc }
 
 // describe names the database, server and user of cfg. A unix socket is

@@ -63,7 +63,7 @@ func TestOpen_WithoutDatabaseURLStartsAPrivateClusterThatCloseRemoves(t *testing
 			_ = db.Close()
 		}
 	}()
-	if !db.Private || !strings.Contains(db.String(), "private PostgreSQL cluster, removed on exit") {
+	if !db.Private || !strings.HasSuffix(db.String(), " (a private cluster, removed on exit; set DATABASE_URL to keep the data)") {
 		t.Errorf("Open = %q (private %v), want a private cluster", db, db.Private)
 	}
 	cfg, err := pgx.ParseConfig(db.URL)

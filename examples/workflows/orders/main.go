@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
-	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
@@ -229,12 +229,13 @@ func main() {
 }
 
 func mainErr(ctx context.Context, out io.Writer) error {
-	url, _, stopDB, err := pgtest.ProgramURL(out)
+	db, err := devdb.Open(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopDB()
-	_, err = run(ctx, out, url, defaultSchema)
+	defer db.Close()
+	fmt.Fprintf(out, "schema %s in %s\n", defaultSchema, db)
+	_, err = run(ctx, out, db.URL, defaultSchema)
 	return err
 }
 

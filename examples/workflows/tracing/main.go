@@ -30,7 +30,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tenurehq/tenure/activities"
-	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/policy"
@@ -71,18 +71,19 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	url, _, stopDB, err := pgtest.ProgramURL(out)
+	db, err := devdb.Open(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopDB()
+	defer db.Close()
+	fmt.Fprintf(out, "schema %s in %s\n", "tenure_tracing", db)
 	exporter, err := newExporter(ctx, out)
 	if err != nil {
 		return err
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	return quote(ctx, out, url, "tenure_tracing", tp)
+	return quote(ctx, out, db.URL, "tenure_tracing", tp)
 }
 
 // newExporter exports to OTLP/HTTP when an endpoint is configured, else to out.
