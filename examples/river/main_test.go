@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +15,34 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/tenuretest"
 )
 
-func TestMain(m *testing.M) { os.Exit(tenuretest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(exampledb.ProgramEnv) != "" { // exampledb.RunProgram runs the program
+		main()
+		os.Exit(0)
+	}
+	os.Exit(tenuretest.Main(m))
+}
+
+// The program as go run runs it without DATABASE_URL: on a private cluster
+// of its own, saying so on its first line, with nothing on stderr (no
+// warning that no worker serves a run it starts).
+func TestRiverHandoff_RunsQuietlyAsGoRunRunsIt(t *testing.T) {
+	t.Parallel()
+	out := exampledb.RunProgram(t, 3*time.Minute)
+	for _, want := range []string{
+		"notify-shipped: \"tracking number sent for A-7\"",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
+}
 
 // The program as go run runs it, in a schema of the kit's.
 func TestRiverHandoff_ExactlyOnceBothWays(t *testing.T) {

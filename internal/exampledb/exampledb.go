@@ -1,6 +1,8 @@
 // Package exampledb gives runnable Examples a migrated Tenure schema of their
 // own on the test database (see internal/pgtest), so that the code a user
-// copies from an Example has run against real PostgreSQL.
+// copies from an Example has run against real PostgreSQL; and the tests of
+// the example programs (examples/) a run of the program as go run runs it
+// (RunProgram).
 package exampledb
 
 import (

@@ -6,7 +6,7 @@
 //
 // It uses DATABASE_URL when set (and leaves the schema tenure_demo behind for
 // you to query), otherwise a private throwaway PostgreSQL cluster started from
-// the binaries on PATH.
+// the binaries on PATH (package devdb).
 package main
 
 import (
@@ -27,7 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
-	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
@@ -160,16 +160,17 @@ func runWorker(ctx context.Context, url, schema string) error {
 
 // run finds a database and runs the demo in the schema tenure_demo.
 func run(ctx context.Context, out io.Writer) error {
-	url, private, stopDB, err := pgtest.ProgramURL(out)
+	db, err := devdb.Open(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopDB()
-	if err := demo(ctx, out, url, defaultSchema); err != nil {
+	defer db.Close()
+	fmt.Fprintf(out, "schema %s in %s\n", defaultSchema, db)
+	if err := demo(ctx, out, db.URL, defaultSchema); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "\n== Look at it yourself ==")
-	if private {
+	if db.Private {
 		fmt.Fprintln(out, "(this run used a private cluster, removed on exit; set DATABASE_URL to keep the data)")
 	}
 	fmt.Fprintf(out, `psql "$DATABASE_URL" -c "SELECT run_id, step, attempt, activity, status, is_rescue, delay_ms, delay_source, error_message FROM %[1]s.attempts ORDER BY started_at"
@@ -203,11 +204,8 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 
 	// 1. A crash: a worker process picks up an export and is SIGKILLed mid-attempt.
 	fmt.Fprintln(out, "\n== 1. Crash recovery (rescue) ==")
-	export, err := sdk.Start(ctx, client, ExportOrder, Order{ID: "A-17", Amount: 4200})
+	export, err := crashWorkerDuringAttempt(ctx, client, op, url, schema)
 	if err != nil {
-		return err
-	}
-	if err := crashWorkerDuringAttempt(ctx, op, url, schema, export.ID); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "a worker process started the export and was killed with SIGKILL mid-attempt")
@@ -268,40 +266,79 @@ func demo(ctx context.Context, out io.Writer, url, schema string) error {
 	return printFailures(ctx, out, op, schema)
 }
 
-// crashWorkerDuringAttempt starts this program as a worker process, waits
-// until its export attempt is running, and kills it with SIGKILL.
-func crashWorkerDuringAttempt(ctx context.Context, op *operator.Operator, url, schema string, runID uuid.UUID) error {
+// crashWorkerDuringAttempt starts this program as a worker process and,
+// once the worker is live (so that the run is started for a worker that
+// serves it), starts an export, waits until its attempt is running, and
+// kills the worker with SIGKILL. It returns the export's run.
+func crashWorkerDuringAttempt(ctx context.Context, client *sdk.Client, op *operator.Operator, url, schema string) (*sdk.Run[string], error) {
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), envWorkerURL+"="+url, envWorkerSchema+"="+schema)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
+	}
+	fail := func(err error) (*sdk.Run[string], error) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		h, err := op.History(ctx, runID)
-		if err != nil {
-			_ = cmd.Process.Kill()
-			return err
-		}
-		if len(h) > 0 && h[0].Status == sdk.AttemptRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			return errors.New("the worker process never started the attempt")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitUntil(ctx, deadline, "the worker process never became live", func() (bool, error) {
+		return workerLive(ctx, op, "doomed-worker")
+	}); err != nil {
+		return fail(err)
+	}
+	export, err := sdk.Start(ctx, client, ExportOrder, Order{ID: "A-17", Amount: 4200})
+	if err != nil {
+		return fail(err)
+	}
+	if err := waitUntil(ctx, deadline, "the worker process never started the attempt", func() (bool, error) {
+		h, err := op.History(ctx, export.ID)
+		return len(h) > 0 && h[0].Status == sdk.AttemptRunning, err
+	}); err != nil {
+		return fail(err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return err
+		return nil, err
 	}
 	_ = cmd.Wait()
-	return nil
+	return export, nil
+}
+
+// workerLive reports whether the registry lists a live worker labelled label.
+func workerLive(ctx context.Context, op *operator.Operator, label string) (bool, error) {
+	ws, err := op.Workers(ctx, false)
+	if err != nil {
+		return false, err
+	}
+	for _, w := range ws {
+		if w.Label == label {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// waitUntil polls cond until it holds, fails, or deadline passes.
+func waitUntil(ctx context.Context, deadline time.Time, timeout string, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New(timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func printHistory(ctx context.Context, out io.Writer, op *operator.Operator, id uuid.UUID) error {

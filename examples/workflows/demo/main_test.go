@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/tenuretest"
 )
@@ -27,6 +28,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(exampledb.ProgramEnv) != "" { // exampledb.RunProgram runs the program
+		main()
+		os.Exit(0)
+	}
 	code := tenuretest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -35,6 +40,22 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// The program as go run runs it without DATABASE_URL: on a private cluster
+// of its own, saying so on its first line, with nothing on stderr (no
+// warning that no worker serves a run it starts).
+func TestDemo_RunsQuietlyAsGoRunRunsIt(t *testing.T) {
+	t.Parallel()
+	out := exampledb.RunProgram(t, 3*time.Minute)
+	for _, want := range []string{
+		"the lease expired, this process's worker rescued the run: \"exported A-17\"",
+		"reason=retries_exhausted activity=ship attempts=3 errors=3 rescues=0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // The demo as go run runs it, in a schema of the kit's: a worker process

@@ -11,11 +11,16 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/tenuretest"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(exampledb.ProgramEnv) != "" { // exampledb.RunProgram runs the program
+		main()
+		os.Exit(0)
+	}
 	code := tenuretest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -24,6 +29,22 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// The program as go run runs it without DATABASE_URL: on a private cluster
+// of its own, saying so on its first line, with nothing on stderr (no
+// warning that no worker serves a run it starts).
+func TestFlakyHTTP_RunsQuietlyAsGoRunRunsIt(t *testing.T) {
+	t.Parallel()
+	out := exampledb.RunProgram(t, 3*time.Minute)
+	for _, want := range []string{
+		"1s (retry-after)",
+		"quotes API: 404 no such product",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // newQuotes runs the example's workflow against a flaky API of the test's own.

@@ -30,7 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
-	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/runtime"
@@ -85,16 +85,17 @@ func main() {
 }
 
 func mainErr(ctx context.Context, out io.Writer) error {
-	url, _, stopDB, err := pgtest.ProgramURL(out)
+	db, err := devdb.Open(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopDB()
+	defer db.Close()
+	fmt.Fprintf(out, "schema %s in %s\n", defaultSchema, db)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	_, err = run(ctx, out, url, defaultSchema, self)
+	_, err = run(ctx, out, db.URL, defaultSchema, self)
 	return err
 }
 
@@ -188,6 +189,10 @@ func run(ctx context.Context, out io.Writer, url, schema, self string) (*outcome
 	if err := start(); err != nil {
 		return nil, err
 	}
+	// The runs are started once a worker that serves them is live.
+	if err := waitLive(ctx, op, "worker-1", exited); err != nil {
+		return nil, err
+	}
 
 	healthy, err := sdk.Start(ctx, client, Thumbnail, Image{Name: "cat.png"})
 	if err != nil {
@@ -248,4 +253,30 @@ go -C cmd/tenure run . --schema %[1]s failures list --reason rescues_exhausted
 go -C cmd/tenure run . --schema %[1]s failures requeue %[2]s --note "decoder fixed"
 `, schema, poison.ID)
 	return o, nil
+}
+
+// waitLive waits until the registry lists a live worker labelled label; it
+// fails if the worker's process exits first.
+func waitLive(ctx context.Context, op *operator.Operator, label string, exited chan error) error {
+	deadline := time.After(30 * time.Second)
+	for {
+		ws, err := op.Workers(ctx, false)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if w.Label == label {
+				return nil
+			}
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("%s exited before it was live: %v", label, err)
+		case <-deadline:
+			return fmt.Errorf("%s is not live after 30s", label)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/tenuretest"
 )
@@ -26,6 +27,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(exampledb.ProgramEnv) != "" { // exampledb.RunProgram runs the program
+		main()
+		os.Exit(0)
+	}
 	code := tenuretest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -34,6 +39,22 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// The program as go run runs it without DATABASE_URL: on a private cluster
+// of its own, saying so on its first line, with nothing on stderr (no
+// warning that no worker serves a run it starts).
+func TestPoisonPill_RunsQuietlyAsGoRunRunsIt(t *testing.T) {
+	t.Parallel()
+	out := exampledb.RunProgram(t, 3*time.Minute)
+	for _, want := range []string{
+		"cat.png: \"thumbnail of cat.png\"",
+		"poison.png quarantined by worker-",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // The program as go run runs it, in a schema of the kit's: worker processes

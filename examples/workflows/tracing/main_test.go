@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/tenurehq/tenure/internal/exampledb"
 	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -23,6 +24,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(exampledb.ProgramEnv) != "" { // exampledb.RunProgram runs the program
+		main()
+		os.Exit(0)
+	}
 	code := tenuretest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -31,6 +36,21 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// The program as go run runs it without DATABASE_URL: on a private cluster
+// of its own, saying so on its first line, with nothing on stderr (no
+// warning that no worker serves a run it starts).
+func TestTracing_RunsQuietlyAsGoRunRunsIt(t *testing.T) {
+	t.Parallel()
+	out := exampledb.RunProgram(t, 3*time.Minute)
+	for _, want := range []string{
+		"\"Name\": \"start price-quote\"",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // The program's quote, in a schema of the kit's, traced into a recorder;
