@@ -25,13 +25,19 @@ type writeFunc func(w http.ResponseWriter, r *http.Request, who string)
 
 // write guards a write action: writes enabled (403 otherwise), the caller
 // authenticated by Authorize or the Token (401 without credentials, 403
-// with wrong ones), the request from a page of this host (Origin, or
-// Referer) and carrying the session's CSRF token (403 otherwise).
+// with wrong ones, 429 once a client has guessed wrong too often: see
+// throttle.go), the request from a page of this host (Origin, or Referer)
+// and carrying the session's CSRF token (403 otherwise).
 func (h *handler) write(next writeFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.cfg.Writes {
 			h.fail(w, r, http.StatusForbidden, "Read-only", errors.New("this UI is read-only: start it with writes enabled (tenure ui --write) to requeue, purge or cancel"))
 			return
+		}
+		_, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		bearer = bearer && h.cfg.Authorize == nil
+		if bearer && !h.guess(w, r, "Not allowed") {
+			return // out of guesses: the token is not even compared
 		}
 		who, status, err := h.authenticate(r)
 		if err != nil {
@@ -40,6 +46,9 @@ func (h *handler) write(next writeFunc) http.HandlerFunc {
 			}
 			h.fail(w, r, status, "Not allowed", err)
 			return
+		}
+		if bearer {
+			h.guesses.refund(clientOf(r)) // the right token costs no guess
 		}
 		if err := r.ParseForm(); err != nil {
 			h.fail(w, r, http.StatusBadRequest, "Bad request", err)
@@ -101,6 +110,7 @@ func (h *handler) session() string {
 
 // login checks ?token= (or the posted token) and sets the session cookie,
 // then sends the browser to the failures page without the token in its URL.
+// Wrong tokens are throttled per client address (throttle.go).
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	if !h.cfg.Writes || h.cfg.Authorize != nil {
 		redirect(w, "./")
@@ -114,10 +124,14 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusUnauthorized, "Log in", errors.New("open login?token=<the token tenure ui printed> to enable the write actions"))
 		return
 	}
+	if !h.guess(w, r, "Log in") {
+		return // out of guesses: the token is not even compared
+	}
 	if !equal(token, h.cfg.Token) {
 		h.fail(w, r, http.StatusForbidden, "Log in", errors.New("wrong token"))
 		return
 	}
+	h.guesses.refund(clientOf(r))
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.session(), Path: prefix(r),
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	w.Header().Set("Cache-Control", "no-store")

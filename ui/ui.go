@@ -32,7 +32,9 @@ type Config struct {
 	// Token, when Writes is set and Authorize is nil, is what a write needs:
 	// "Authorization: Bearer <Token>", or the session cookie that
 	// /login?token=<Token> sets. With Writes, one of Token and Authorize is
-	// required.
+	// required. New logs a warning for a token of fewer than MinTokenBits
+	// bits (CheckToken), and wrong tokens are throttled per client address:
+	// 10 at once, then one every 6 seconds, answered 429 with Retry-After.
 	Token string
 	// Authorize, when set, is the host application's own authentication:
 	// it decides every write (ok false refuses it with 403) and who is
@@ -51,8 +53,9 @@ type Config struct {
 	// AllowedHosts, when not empty, are the only Host headers the UI
 	// answers (with or without a port): a UI on a loopback address must
 	// refuse the others, or any web page its user visits could read it
-	// through DNS rebinding. tenure ui sets it to its own address and the
-	// loopback names. Empty: every host (the host application decides).
+	// through DNS rebinding. tenure ui sets it to its own address, the
+	// loopback names and those of --allowed-host; the 421 answer to another
+	// name says so. Empty: every host (the host application decides).
 	AllowedHosts []string
 	// Logger receives the write actions (who, what, how many) and errors;
 	// nil discards them.
@@ -80,6 +83,7 @@ type handler struct {
 
 	orphans     cached[[]operator.Orphans]
 	replication cached[operator.Replication]
+	guesses     *throttle // of the write token, per client address
 }
 
 // New returns the UI as an http.Handler that serves its pages at the root
@@ -103,9 +107,14 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
-	h := &handler{cfg: cfg, op: cfg.Operator, log: cfg.Logger}
+	h := &handler{cfg: cfg, op: cfg.Operator, log: cfg.Logger, guesses: newThrottle(time.Now)}
 	if h.log == nil {
 		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Writes && cfg.Authorize == nil {
+		if err := CheckToken(cfg.Token); err != nil {
+			h.log.Warn("ui: weak token: " + err.Error())
+		}
 	}
 	var err error
 	if h.pages, err = parsePages(); err != nil {
@@ -140,7 +149,10 @@ func (h *handler) routes() {
 // ServeHTTP sets the headers every answer carries and dispatches.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.hostAllowed(r.Host) {
-		http.Error(w, "tenure ui: this host name is not one the UI serves (ui.Config.AllowedHosts)", http.StatusMisdirectedRequest)
+		name := hostName(r.Host)
+		http.Error(w, fmt.Sprintf("This UI does not answer to the host name %q (against DNS rebinding). "+
+			"To allow it, start tenure ui with --allowed-host %q; a UI mounted in your own server lists it in ui.Config.AllowedHosts.",
+			name, name), http.StatusMisdirectedRequest)
 		return
 	}
 	hd := w.Header()
@@ -172,17 +184,22 @@ func (h *handler) hostAllowed(host string) bool {
 	if len(h.cfg.AllowedHosts) == 0 {
 		return true
 	}
-	name := host
-	if n, _, err := net.SplitHostPort(host); err == nil {
-		name = n
-	}
-	name = strings.Trim(name, "[]")
+	name := hostName(host)
 	for _, a := range h.cfg.AllowedHosts {
 		if strings.EqualFold(strings.Trim(a, "[]"), name) || strings.EqualFold(a, host) {
 			return true
 		}
 	}
 	return false
+}
+
+// hostName is a Host header without its port and brackets.
+func hostName(host string) string {
+	name := host
+	if n, _, err := net.SplitHostPort(host); err == nil {
+		name = n
+	}
+	return strings.Trim(name, "[]")
 }
 
 func (h *handler) style(w http.ResponseWriter, r *http.Request) {

@@ -84,6 +84,9 @@ It stops on SIGINT or SIGTERM, letting requests in flight finish.`,
 			if err != nil {
 				return fmt.Errorf("listen on --addr %s: %w", addr, err)
 			}
+			if w := ui.ListenWarning(ln.Addr().String()); w != "" {
+				fmt.Fprintln(a.stderr, "warning: "+w)
+			}
 			base := "http://" + printable(ln.Addr()) + "/"
 			mode := "read-only"
 			if write {

@@ -1,0 +1,147 @@
+package ui_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tenurehq/tenure/ui"
+)
+
+func TestTokenBits_CountsTheAlphabetAndTheLength(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		token string
+		bits  int
+	}{
+		{"", 0},
+		{"a", 4},             // a hex digit
+		{"s3cret-token", 72}, // base64url: 12 × 6
+		{"0123456789", 33},   // digits only
+		{"9f86d081884c7d659a2feaa0c55ad015", 128},        // 32 hex digits: what tenure ui generates
+		{"9F86D081884C7D659A2FEAA0C55AD015", 128},        // upper-case hex
+		{"9f86d081884c7d659a2feaa0c55ad01", 124},         // one digit short
+		{"n3X8_qLr0-vBt7KzWm2P4a", 132},                  // 22 characters of base64url
+		{"n3X8/qLr0+vBt7KzWm2P4a==", 144},                // base64 with its padding
+		{"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 4}, // one letter, repeated
+		{"abc123abc123abc123abc123abc123abc123", 24},     // "abc123", repeated: 6 hex digits
+		{"correct horse battery staple", 183},            // printable ASCII: an upper bound, as said
+	} {
+		if got := ui.TokenBits(tc.token); got != tc.bits {
+			t.Errorf("TokenBits(%q) = %d, want %d", tc.token, got, tc.bits)
+		}
+	}
+}
+
+func TestCheckToken_WarnsBelow128Bits(t *testing.T) {
+	t.Parallel()
+	err := ui.CheckToken("a")
+	if err == nil || !strings.Contains(err.Error(), "at most 4 bits") || !strings.Contains(err.Error(), "--token") {
+		t.Fatalf("CheckToken(a) = %v, want a warning naming the flag and the bits", err)
+	}
+	if err := ui.CheckToken("9f86d081884c7d659a2feaa0c55ad015"); err != nil {
+		t.Fatalf("CheckToken of 32 random hex digits: %v", err)
+	}
+	// New accepts a weak token and logs the warning.
+	var log bytes.Buffer
+	f := newFixture(t, ui.Config{})
+	if _, err := ui.New(ui.Config{Operator: f.op, Writes: true, Token: "a", Logger: slog.New(slog.NewTextHandler(&log, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "at most 4 bits") {
+		t.Fatalf("New with the token a logged %q, want a warning", log.String())
+	}
+}
+
+func TestListenWarning_ForEveryAddressButLoopback(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.2:80", "[::1]:8080", "localhost:8080"} {
+		if w := ui.ListenWarning(addr); w != "" {
+			t.Errorf("ListenWarning(%s) = %q, want none", addr, w)
+		}
+	}
+	for addr, want := range map[string]string{
+		"0.0.0.0:8080":     "on every network interface, port 8080 (--addr 0.0.0.0:8080)",
+		"[::]:8080":        "on every network interface, port 8080",
+		":8080":            "on every network interface",
+		"192.168.1.7:8080": "on 192.168.1.7:8080 (--addr), not a loopback address",
+		"ui.example:443":   "not a loopback address",
+	} {
+		w := ui.ListenWarning(addr)
+		if !strings.Contains(w, want) || !strings.Contains(w, "127.0.0.1") || !strings.Contains(w, "--hide-payloads") {
+			t.Errorf("ListenWarning(%s) = %q, want it to say %q and what to do", addr, w, want)
+		}
+	}
+}
+
+// A client that guesses the token is answered 429 after 10 wrong guesses,
+// before its guess is compared: even the right token waits. Other clients
+// are not slowed, and the right token costs no guess.
+func TestLogin_GuessesAreThrottledPerClient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, writes)
+	login := func(client, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/tenure/login?token="+url.QueryEscape(token), nil)
+		req.RemoteAddr = client + ":50000"
+		return f.do(req)
+	}
+	for range 20 { // the right token, again and again: never throttled
+		if w := login("10.0.0.2", testToken); w.Code != http.StatusSeeOther {
+			t.Fatalf("login with the token: %d", w.Code)
+		}
+	}
+	codes := map[int]int{}
+	var retry string
+	for i := range 200 {
+		w := login("10.0.0.1", "guess-"+string(rune('a'+i%26)))
+		codes[w.Code]++
+		if w.Code == http.StatusTooManyRequests && retry == "" {
+			retry = w.Header().Get("Retry-After")
+			want(t, w, http.StatusTooManyRequests, `too many wrong tokens from your address: try again in \d+s`)
+		}
+	}
+	if codes[http.StatusForbidden] != 10 || codes[http.StatusTooManyRequests] != 190 {
+		t.Fatalf("200 guesses answered %v, want 10 × 403 and then 190 × 429", codes)
+	}
+	if retry != "6" {
+		t.Fatalf("Retry-After %q, want 6 (one guess every 6s)", retry)
+	}
+	if w := login("10.0.0.1", testToken); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("the right token from the throttled client: %d, want 429 (not compared)", w.Code)
+	}
+	// A script guessing with the bearer token is throttled alike.
+	for range 10 {
+		if w := f.post("runs/00000000-0000-0000-0000-000000000000/cancel", nil, postOpts{token: "wrong"}); w.Code != http.StatusForbidden {
+			t.Fatalf("a wrong bearer token: %d, want 403", w.Code)
+		}
+	}
+	w := f.post("runs/00000000-0000-0000-0000-000000000000/cancel", nil, postOpts{token: "wrong"})
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("the 11th wrong bearer token: %d, Retry-After %q; want 429", w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := login("10.0.0.3", testToken); w.Code != http.StatusSeeOther {
+		t.Fatalf("another client: %d, want it logged in", w.Code)
+	}
+}
+
+// The 421 answer to another host name names the flag that allows it.
+func TestUI_AnotherHostNameIsRefusedNamingTheFlag(t *testing.T) {
+	t.Parallel()
+	op := newFixture(t, ui.Config{}).op
+	h, err := ui.New(ui.Config{Operator: op, AllowedHosts: []string{"127.0.0.1", "localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/failures", nil)
+	req.Host = "ops.example:8080"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	body := w.Body.String()
+	if w.Code != http.StatusMisdirectedRequest || !strings.Contains(body, `--allowed-host "ops.example"`) || !strings.Contains(body, `"ops.example"`) {
+		t.Fatalf("%d %q, want 421 naming --allowed-host ops.example", w.Code, body)
+	}
+}
