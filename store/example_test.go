@@ -39,5 +39,6 @@ func ExampleMigrate() {
 	// 10 fencing true
 	// 11 wakes true
 	// 12 checks true
+	// 13 ui_polish true
 	// 14 cli true
 }
