@@ -11,8 +11,9 @@ import (
 // runsSignalCommand is tenure runs signal: operator.Signal, the SQL
 // function send_signal.
 func (a *app) runsSignalCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "signal RUN_ID NAME [PAYLOAD_JSON]",
+	var key string
+	cmd := &cobra.Command{
+		Use:   "signal {RUN_ID | --key KEY} NAME [PAYLOAD_JSON]",
 		Short: "Send a signal to a run, for its workflow's Receive",
 		Long: `Send the signal NAME to a run with PAYLOAD_JSON as its payload (JSON null
 when omitted), as sdk.Client.Send does, and print the signal's ID. A run
@@ -22,23 +23,29 @@ sent per name. A signal is not idempotent: sending it twice sends two.
 Sending to a run that has ended is an error; so is a payload that is not
 JSON (a string needs its quotes: '"yes"'), and then nothing is sent.`,
 		Example: `  tenure runs signal 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e approve
-  tenure runs signal 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e approve '{"by": "ada"}'`,
-		Args: rangeArgs(2, 3),
+  tenure runs signal 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e approve '{"by": "ada"}'
+  tenure runs signal --key order-42 approve '"yes"'`,
+		Args: runArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRunID(args[0])
-			if err != nil {
-				return err
+			// The arguments are checked before the key is looked up.
+			rest := args
+			if !cmd.Flags().Changed("key") {
+				rest = args[1:]
 			}
-			name := args[1]
+			name := rest[0]
 			if name == "" {
 				return usagef("empty signal name")
 			}
 			payload := []byte("null")
-			if len(args) == 3 {
-				payload = []byte(args[2])
+			if len(rest) == 2 {
+				payload = []byte(rest[1])
 				if err := json.Unmarshal(payload, new(json.RawMessage)); err != nil {
-					return usagef("payload %q is not JSON: %v (a JSON string needs its quotes: '\"yes\"')", clip(args[2], 60), err)
+					return usagef("payload %q is not JSON: %v (a JSON string needs its quotes: '\"yes\"')", clip(rest[1], 60), err)
 				}
+			}
+			id, _, err := a.runID(cmd, key, args)
+			if err != nil {
+				return err
 			}
 			op, err := a.operator()
 			if err != nil {
@@ -59,14 +66,16 @@ JSON (a string needs its quotes: '"yes"'), and then nothing is sent.`,
 			return nil
 		},
 	}
+	keyFlag(cmd, &key)
+	return cmd
 }
 
 // runsCancelCommand is tenure runs cancel: operator.Cancel, the SQL
 // function cancel_run_noted.
 func (a *app) runsCancelCommand() *cobra.Command {
-	var note string
+	var key, note string
 	cmd := &cobra.Command{
-		Use:   "cancel RUN_ID",
+		Use:   "cancel {RUN_ID | --key KEY}",
 		Short: "Cancel a run: at once if it has not started, else through its worker",
 		Long: `Cancel a run, as sdk.Client.Cancel does. A run that has not started ends
 cancelled at once, and so do its children. A run that has started (running,
@@ -76,10 +85,11 @@ cancellation: its worker cancels the running activity's context
 its unfinished children in turn. A waiting run is woken for that, so it needs
 a live worker of its workflow. Cancelling a run that has ended is an error.
 The cancel is written to the audit log with --note (tenure audit).`,
-		Example: `  tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e --note "INC-7: customer withdrew"`,
-		Args:    exactArgs(1),
+		Example: `  tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e --note "INC-7: customer withdrew"
+  tenure runs cancel --key order-42`,
+		Args: runArgs(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRunID(args[0])
+			id, _, err := a.runID(cmd, key, args)
 			if err != nil {
 				return err
 			}
@@ -109,6 +119,7 @@ The cancel is written to the audit log with --note (tenure audit).`,
 			return nil
 		},
 	}
+	keyFlag(cmd, &key)
 	cmd.Flags().StringVar(&note, "note", "", "why, for the audit log")
 	return cmd
 }

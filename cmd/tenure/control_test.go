@@ -183,7 +183,8 @@ func TestCLI_CancelEndsAnUnstartedRunAndAsksTheWorkerOfAStartedOne(t *testing.T)
 	expect(t, tenure(t, s, "runs", "cancel", done.String()), 1, fmt.Sprintf("tenure: run %s is completed: run already finished", done))
 	expect(t, tenure(t, s, "runs", "cancel", unstarted.String()), 1, "is cancelled: run already finished")
 	expect(t, tenure(t, s, "runs", "cancel", uuid.NewString()), 3, "not found")
-	expect(t, tenure(t, s, "runs", "cancel"), 2, "takes 1 argument, got 0")
+	expect(t, tenure(t, s, "runs", "cancel"), 2, "give a run ID or --key KEY (see tenure runs cancel --help)")
+	expect(t, tenure(t, s, "runs", "cancel", unstarted.String(), started.String()), 2, "tenure runs cancel takes 1 argument, got 2")
 }
 
 func TestCLI_ShowNamesEachStepByKindWithWhatItWaitedFor(t *testing.T) {

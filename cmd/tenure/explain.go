@@ -13,8 +13,9 @@ import (
 )
 
 func (a *app) explainCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "explain RUN_ID STEP",
+	var key string
+	cmd := &cobra.Command{
+		Use:   "explain {RUN_ID | --key KEY} STEP",
 		Short: "Explain the retry policy recorded on a step: delays, worst case, warnings",
 		Long: `Explain the retry policy in force for a step's latest attempt, as recorded
 in the database: the delay range after each failed attempt (jitter
@@ -22,24 +23,20 @@ included), the worst-case total time, and warnings where the policy cannot
 fit its deadline. Error-type rules are explained one by one. Functions
 (a RetryIf predicate, a function backoff) cannot be recorded and are named
 as such.`,
-		Example: `  tenure explain 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e 1`,
-		Args:    exactArgs(2),
+		Example: `  tenure explain 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e 1
+  tenure explain --key order-42 2`,
+		Args: runArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRunID(args[0])
-			if err != nil {
-				return err
-			}
-			n, err := strconv.Atoi(args[1])
+			arg := args[len(args)-1]
+			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
-				return usagef("invalid step %q: want a step number (1, 2, 3 ...)", args[1])
+				return usagef("invalid step %q: want a step number (1, 2, 3 ...)", arg)
 			}
-			op, err := a.operator()
+			r, _, err := a.findRun(cmd, key, args)
 			if err != nil {
 				return err
 			}
-			if _, err := op.Run(a.ctx, id); err != nil {
-				return err
-			}
+			id, op := r.ID, a.op
 			steps, err := op.Steps(a.ctx, id)
 			if err != nil {
 				return err
@@ -73,4 +70,6 @@ as such.`,
 			return nil
 		},
 	}
+	keyFlag(cmd, &key)
+	return cmd
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
 )
 
 // filterFlags are the failure filters shared by list and requeue.
@@ -59,18 +60,23 @@ func (a *app) failuresCommand() *cobra.Command {
 
 func (a *app) failuresListCommand() *cobra.Command {
 	var ff filterFlags
-	var includeRequeued bool
+	var includeRequeued, all bool
 	var limit int
+	var after string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List failed runs with their reason and last error, newest first",
 		Long: `List failed runs with their reason, the step and activity that gave up, the
 attempt counts (errors: attempts that returned an error; rescues: attempts
 lost with a crashed or cut-off worker) and the last error, newest first.
-Only open failures (not requeued) unless --include-requeued.`,
+Only open failures (not requeued) unless --include-requeued.
+
+It lists at most --limit failures. When more match, it says so on stderr with
+the cursor of the next page ("more: --after CURSOR"), so that stdout stays a
+table or a JSON array; --all lists every page, --limit failures at a time.`,
 		Example: `  tenure failures list --since 24h
   tenure failures list --activity charge --reason retries_exhausted
-  tenure failures list --workflow place-order --json | jq -r '.[].run_id'`,
+  tenure failures list --workflow place-order --all --json | jq -r '.[].run_id'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reason, err := ff.reasonValue()
@@ -84,46 +90,89 @@ Only open failures (not requeued) unless --include-requeued.`,
 			if err != nil {
 				return err
 			}
+			f := operator.FailureFilter{Workflow: ff.workflow, Activity: ff.activity,
+				Reason: reason, Since: since, Until: until, IncludeRequeued: includeRequeued}
+			if cmd.Flags().Changed("after") {
+				if f.AfterFailed, f.AfterID, err = parseFailureCursor(after); err != nil {
+					return err
+				}
+			}
 			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			rows, err := op.Failures(a.ctx, operator.FailureFilter{Workflow: ff.workflow, Activity: ff.activity,
-				Reason: reason, Since: since, Until: until, IncludeRequeued: includeRequeued, Limit: limit})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				out := make([]failureJSON, len(rows))
-				for i, f := range rows {
-					out[i] = newFailureJSON(f)
-				}
-				return a.printJSON(out)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(a.stdout, "no failures match")
-				return nil
-			}
-			cols := []string{"RUN", "WORKFLOW", "STEP", "ACTIVITY", "REASON", "ATTEMPTS", "ERRORS", "RESCUES", "FAILED", "ERROR"}
-			if includeRequeued {
-				cols = append(cols, "REQUEUED")
-			}
-			t := newTable(a.stdout, cols...)
-			for _, f := range rows {
-				cells := []any{f.RunID, f.Workflow, stepCell(f.Step), dash(f.Activity), f.Reason, f.Attempts, f.Errors,
-					f.Rescues, stamp(f.FailedAt), clip(f.ErrorMessage, 60)}
-				if includeRequeued {
-					cells = append(cells, stampPtr(f.RequeuedAt))
-				}
-				t.row(cells...)
-			}
-			return t.flush()
+			return a.listFailures(op, f, limit, all)
 		},
 	}
 	ff.register(cmd)
 	cmd.Flags().BoolVar(&includeRequeued, "include-requeued", false, "also list failures that were requeued (history)")
-	cmd.Flags().IntVar(&limit, "limit", 1000, "list at most this many failures (at least 1)")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "list at most this many failures (at least 1); with --all, per page")
+	cmd.Flags().StringVar(&after, "after", "", "list the failures after this cursor, as a listing cut by --limit printed it")
+	cmd.Flags().BoolVar(&all, "all", false, "list every failure that matches, page after page")
 	return cmd
+}
+
+// listFailures prints the failures f selects, limit at a time: one page
+// and, when more match, the cursor of the next on stderr; or every page
+// with all.
+func (a *app) listFailures(op *operator.Operator, f operator.FailureFilter, limit int, all bool) error {
+	var arr *jsonArray
+	var t *table
+	if a.json {
+		arr = &jsonArray{w: a.stdout}
+	}
+	cols := []string{"RUN", "WORKFLOW", "STEP", "ACTIVITY", "REASON", "ATTEMPTS", "ERRORS", "RESCUES", "FAILED", "ERROR"}
+	if f.IncludeRequeued {
+		cols = append(cols, "REQUEUED")
+	}
+	f.Limit = limit + 1 // one more says whether more match
+	for {
+		rows, err := op.Failures(a.ctx, f)
+		if err != nil {
+			return err
+		}
+		more := len(rows) > limit
+		rows = rows[:min(len(rows), limit)]
+		if arr == nil && t == nil {
+			if len(rows) == 0 {
+				fmt.Fprintln(a.stdout, "no failures match")
+				return nil
+			}
+			t = newTable(a.stdout, cols...)
+		}
+		for _, r := range rows {
+			if arr != nil {
+				if err := arr.add(newFailureJSON(r)); err != nil {
+					return err
+				}
+				continue
+			}
+			cells := []any{r.RunID, r.Workflow, stepCell(r.Step), dash(r.Activity), r.Reason, r.Attempts, r.Errors,
+				r.Rescues, stamp(r.FailedAt), clip(r.ErrorMessage, 60)}
+			if f.IncludeRequeued {
+				cells = append(cells, stampPtr(r.RequeuedAt))
+			}
+			t.row(cells...)
+		}
+		if t != nil {
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		if !more {
+			break
+		}
+		last := rows[len(rows)-1]
+		f.AfterFailed, f.AfterID = last.FailedAt, last.ID
+		if !all {
+			a.more(limit, "failure", failureCursor(last.FailedAt, last.ID))
+			break
+		}
+	}
+	if arr != nil {
+		return arr.close()
+	}
+	return nil
 }
 
 func stepCell(step int) string {
@@ -138,33 +187,38 @@ func (a *app) failuresRequeueCommand() *cobra.Command {
 	var all, dryRun bool
 	var note string
 	var batch int
+	var keys []string
 	cmd := &cobra.Command{
-		Use:   "requeue [RUN_ID ...]",
-		Short: "Put failed runs back in the queue: by ID, or by filter (try --dry-run first)",
+		Use:   "requeue [RUN_ID ... | --key KEY ...]",
+		Short: "Put failed runs back in the queue: by ID or key, or by filter (try --dry-run first)",
 		Long: `Put failed runs back in the queue. A requeued run keeps its ID and its
 history; the step that failed gets a fresh budget and runs again; the failure
 row is marked requeued and stays as history. Every requeue writes an audit
 row (tenure audit) with the filter, the count and --note.
 
-Give run IDs, or a filter (--workflow, --activity, --reason, --since,
---until; all must match), or --all. --dry-run lists what would be requeued
-and changes nothing. Large requeues run in batches (--batch-size), one audit
-row per batch, with a progress bar on stderr when it is a terminal.
+Give run IDs, or the keys the runs were started with (--key, once per run),
+or a filter (--workflow, --activity, --reason, --since, --until; all must
+match), or --all. --dry-run lists what would be requeued and changes
+nothing; for runs given by ID or key, it also says which could not be, and
+exits as the requeue would. Large requeues by filter run in batches
+(--batch-size), one audit row per batch, with a progress bar on stderr when
+it is a terminal.
 
 Requeueing a run that failed as indeterminate invokes its at-most-once
 activity again: do it only once you know its effect did not happen.`,
 		Example: `  tenure failures requeue 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e --note INC-42
+  tenure failures requeue --key order-42 --key order-43 --dry-run
   tenure failures requeue --activity charge --reason retries_exhausted --since 2h --dry-run
   tenure failures requeue --activity charge --reason retries_exhausted --since 2h --note INC-42`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				if ff.set() || all || dryRun {
-					return usagef("give run IDs or a filter, not both (--dry-run applies to filters)")
+			if len(args) > 0 || len(keys) > 0 {
+				if ff.set() || all {
+					return usagef("give run IDs (or --key) or a filter, not both")
 				}
-				return a.requeueIDs(args, note)
+				return a.requeueRuns(cmd, args, keys, note, dryRun)
 			}
 			if !ff.set() && !all {
-				return usagef("give run IDs, a filter (--workflow, --activity, --reason, --since, --until) or --all")
+				return usagef("give run IDs, a filter (--workflow, --activity, --reason, --since, --until), --all, or --key KEY")
 			}
 			if err := atLeastOne("batch-size", batch); err != nil {
 				return err
@@ -197,6 +251,7 @@ activity again: do it only once you know its effect did not happen.`,
 		},
 	}
 	ff.register(cmd)
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "requeue the run started with this key (sdk.WithKey); once per run")
 	cmd.Flags().BoolVar(&all, "all", false, "requeue every open failure (when no filter is given)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
 	cmd.Flags().StringVar(&note, "note", "", "note recorded in the audit log (an incident number, say)")
@@ -204,39 +259,75 @@ activity again: do it only once you know its effect did not happen.`,
 	return cmd
 }
 
-// requeueIDs requeues runs one by one, reporting each. The exit status is 3
-// when every failure was "not found", else 1 when anything failed.
-func (a *app) requeueIDs(args []string, note string) error {
+// requeueRuns requeues the runs given by ID and by key one by one, or with
+// dryRun says of each whether it would be, reporting each. The exit status
+// is 3 when every run was "not found", else 1 when any was not (or would
+// not be) requeued.
+func (a *app) requeueRuns(cmd *cobra.Command, args, keys []string, note string, dryRun bool) error {
 	ids := make([]uuid.UUID, len(args))
 	for i, s := range args {
-		id, err := parseRunID(s)
+		id, err := parseRunID(cmd, s)
 		if err != nil {
 			return err
 		}
 		ids[i] = id
+	}
+	for _, k := range keys {
+		if k == "" {
+			return usagef("--key: empty key")
+		}
 	}
 	op, err := a.operator()
 	if err != nil {
 		return err
 	}
 	type result struct {
-		RunID    uuid.UUID `json:"run_id"`
-		Requeued bool      `json:"requeued"`
-		Error    string    `json:"error,omitempty"`
+		RunID        uuid.UUID `json:"run_id"`
+		Key          string    `json:"key,omitempty"`
+		Requeued     bool      `json:"requeued"`
+		WouldRequeue *bool     `json:"would_requeue,omitempty"` // dry runs only
+		Error        string    `json:"error,omitempty"`
+	}
+	type target struct {
+		id  uuid.UUID
+		key string
+	}
+	var targets []target
+	for _, id := range ids {
+		targets = append(targets, target{id: id})
+	}
+	for _, k := range keys {
+		targets = append(targets, target{key: k})
 	}
 	var results []result
+	var would []operator.RequeueCandidate
 	var errs []error
-	for _, id := range ids {
-		err := op.Requeue(a.ctx, id, note)
-		r := result{RunID: id, Requeued: err == nil}
-		if err != nil {
+	for _, tg := range targets {
+		r := result{RunID: tg.id, Key: tg.key}
+		run, err := a.requeueTarget(op, tg.id, tg.key, note, dryRun)
+		if run.ID != uuid.Nil {
+			r.RunID = run.ID
+		}
+		switch {
+		case err != nil:
 			r.Error = err.Error()
 			errs = append(errs, err)
 			if !a.json {
 				fmt.Fprintln(a.stderr, "tenure: "+message(err))
 			}
-		} else if !a.json {
-			fmt.Fprintf(a.stdout, "requeued %s\n", id)
+		case dryRun:
+			f := run.Failure
+			would = append(would, operator.RequeueCandidate{RunID: run.ID, Workflow: run.Workflow, Step: f.Step,
+				Activity: f.Activity, Reason: f.Reason, FailedAt: f.FailedAt, ErrorMessage: f.ErrorMessage})
+		default:
+			r.Requeued = true
+			if !a.json {
+				fmt.Fprintf(a.stdout, "requeued %s\n", run.ID)
+			}
+		}
+		if dryRun {
+			ok := err == nil
+			r.WouldRequeue = &ok
 		}
 		results = append(results, r)
 	}
@@ -244,16 +335,50 @@ func (a *app) requeueIDs(args []string, note string) error {
 		if err := a.printJSON(results); err != nil {
 			return err
 		}
+	} else if dryRun {
+		if err := a.printRequeued(would, true); err != nil {
+			return err
+		}
 	}
 	if len(errs) == 0 {
 		return nil
 	}
+	verb := "not requeued"
+	if dryRun {
+		verb = "would not be requeued"
+	}
 	for _, err := range errs {
 		if !errors.Is(err, operator.ErrNotFound) {
-			return quiet{fmt.Errorf("%d of %s not requeued", len(errs), plural(int64(len(ids)), "run")), exitError}
+			return quiet{fmt.Errorf("%d of %s %s", len(errs), plural(int64(len(targets)), "run"), verb), exitError}
 		}
 	}
-	return quiet{fmt.Errorf("%d of %s not found", len(errs), plural(int64(len(ids)), "run")), exitNotFound}
+	return quiet{fmt.Errorf("%d of %s not found", len(errs), plural(int64(len(targets)), "run")), exitNotFound}
+}
+
+// requeueTarget requeues the run id, or the one started with key when key
+// is set, or with dryRun checks that it is failed; it returns the run as
+// far as it was read.
+func (a *app) requeueTarget(op *operator.Operator, id uuid.UUID, key, note string, dryRun bool) (operator.Run, error) {
+	var run operator.Run
+	if key != "" || dryRun {
+		var err error
+		if key != "" {
+			run, err = op.RunByKey(a.ctx, key)
+		} else {
+			run, err = op.Run(a.ctx, id)
+		}
+		if err != nil {
+			return run, err
+		}
+		id = run.ID
+	}
+	if !dryRun {
+		return operator.Run{ID: id}, op.Requeue(a.ctx, id, note)
+	}
+	if run.Status != sdk.RunFailed || run.Failure == nil {
+		return run, fmt.Errorf("run %s is %s: %w", id, run.Status, operator.ErrNotFailed)
+	}
+	return run, nil
 }
 
 func (a *app) printRequeued(res []operator.RequeueCandidate, dryRun bool) error {

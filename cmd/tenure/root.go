@@ -24,6 +24,9 @@ const (
 	exitUsage    = 2
 	exitNotFound = 3
 	exitSchema   = 4
+	// exitRunFailed is tenure runs result's for a run that failed or was
+	// cancelled.
+	exitRunFailed = 5
 )
 
 const exitHelp = `Exit status:
@@ -32,7 +35,8 @@ const exitHelp = `Exit status:
   2  usage error (unknown command or flag, bad argument, DATABASE_URL not set)
   3  not found (no such run or step)
   4  schema missing or newer than this binary: run "tenure migrate up",
-     or upgrade tenure`
+     or upgrade tenure
+  5  the run failed or was cancelled (tenure runs result)`
 
 // usageError is a mistake on the command line: exit status 2.
 type usageError struct{ err error }
@@ -181,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tenure",
-		Short: "Operate Tenure: failures, requeues, run timelines, signals, cancels, retention, migrations",
+		Short: "Operate Tenure: runs, failures, requeues, timelines, signals, cancels, retention, migrations",
 		Long: `tenure is the operator CLI of Tenure, the durable-execution SDK for Go on
 PostgreSQL: what failed, why and since when, what a run waits for, and the
 actions that put it right.
@@ -189,19 +193,27 @@ actions that put it right.
   tenure failures list     failed runs with their reason and last error
   tenure failures stats    failures counted by time, workflow, activity, reason
   tenure failures requeue  put failed runs back in the queue (--dry-run first)
+  tenure runs start        start a run of a workflow by its name
   tenure runs list         runs by workflow, status, queue or key
-  tenure runs show         one run by ID or --key: input, output, failure,
-                           requeues, steps and attempts
+  tenure runs count        how many runs match the filters of runs list
+  tenure runs show         one run: input, output, failure, requeues, steps
+                           and attempts
+  tenure runs result       wait for a run's end: its output or its failure
   tenure runs signal       send a run a signal
   tenure runs cancel       cancel a run
+  tenure runs delete       delete one finished run (audited)
   tenure explain           the retry policy recorded on a step
   tenure workers           live workers, and queued runs no worker serves
-  tenure audit             every requeue and every purge
+  tenure audit             every requeue, cancel, delete and purge
   tenure ui                the web UI: failures, run timelines, workers
   tenure purge             retention: delete old finished runs
   tenure migrate status    the migrations applied and pending
-  tenure migrate up        apply the pending migrations
+  tenure migrate up        apply the pending migrations (--print-sql: print them)
   tenure version           this binary's release and schema version
+
+A command that takes a run takes its ID or, with --key, the key it was
+started with (sdk.WithKey). A list stops at --limit rows and says so on
+stderr, with the --after cursor of the next page; --all lists them all.
 
 It connects to the database named by the DATABASE_URL environment variable
 (a PostgreSQL URL or key=value string) and works in the schema named by
@@ -216,9 +228,12 @@ It connects to the database named by the DATABASE_URL environment variable
   tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure explain 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e 2
   tenure runs signal 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e approve '{"by": "ada"}'
-  tenure runs cancel 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
+  tenure runs cancel --key order-42
+  tenure runs start place-order '{"order_id": 42}' --key order-42
+  tenure runs result --key order-42 --follow
   tenure failures requeue --activity charge --reason retries_exhausted --dry-run
-  tenure purge --completed-older-than 30d`,
+  tenure purge --completed-older-than 30d
+  tenure migrate up --print-sql`,
 		Version:       sdk.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -255,16 +270,6 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 	}
 	return nil
-}
-
-// exactArgs is cobra.ExactArgs as a usage error.
-func exactArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usagef("%s takes %s, got %d (see %s --help)", cmd.CommandPath(), plural(int64(n), "argument"), len(args), cmd.CommandPath())
-		}
-		return nil
-	}
 }
 
 // rangeArgs is cobra.RangeArgs as a usage error.

@@ -17,47 +17,44 @@ import (
 )
 
 func (a *app) runsCommand() *cobra.Command {
-	var f operator.RunFilter
-	var status string
+	var rf runFilter
+	var limit int
+	var after string
+	var all bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
 		Long: `List runs, newest first, with the key each was started with (sdk.WithKey).
 DETAIL says why a failed run failed, and which worker holds a running run with
 the lease time left, or how long ago the lease expired (the run then awaits
-rescue by the next worker that claims).`,
+rescue by the next worker that claims).
+
+It lists at most --limit runs. When more match, it says so on stderr with the
+cursor of the next page ("more: --after CURSOR"), so that stdout stays a
+table or a JSON array; --all lists every page, --limit runs at a time.`,
 		Example: `  tenure runs list --status running
   tenure runs list --key order-42
-  tenure runs list --workflow place-order --status failed --limit 20`,
+  tenure runs list --workflow place-order --status failed --limit 20
+  tenure runs list --workflow place-order --all --json | jq -r '.[].id'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.Status = sdk.RunStatus(status)
-			if f.Status != "" && !slices.Contains(sdk.RunStatuses(), f.Status) {
-				return usagef("--status: unknown status %q: want one of %s", f.Status, joinWords(sdk.RunStatuses()))
-			}
-			if err := atLeastOne("limit", f.Limit); err != nil {
+			q, err := rf.search()
+			if err != nil {
 				return err
+			}
+			if err := atLeastOne("limit", limit); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("after") {
+				if q.AfterCreated, q.AfterID, err = parseRunCursor(after); err != nil {
+					return err
+				}
 			}
 			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			runs, err := op.Runs(a.ctx, f)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				out := make([]runJSON, len(runs))
-				for i, r := range runs {
-					out[i] = newRunJSON(r)
-				}
-				return a.printJSON(out)
-			}
-			t := newTable(a.stdout, "RUN", "KEY", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
-			for _, r := range runs {
-				t.row(r.ID, dash(clip(r.Key, 40)), r.Workflow, r.Status, r.Queue, stamp(r.CreatedAt), runDetail(r))
-			}
-			if err := t.flush(); err != nil {
+			if err := a.listRuns(op, q, limit, all); err != nil {
 				return err
 			}
 			orphans, err := op.Orphans(a.ctx)
@@ -67,11 +64,42 @@ rescue by the next worker that claims).`,
 			return a.warnOrphans(a.stderr, orphans) // the table stays clean for pipes
 		},
 	}
-	list.Flags().StringVar(&f.Workflow, "workflow", "", "only runs of this workflow")
-	list.Flags().StringVar(&status, "status", "", "only runs in this status: "+joinWords(sdk.RunStatuses()))
-	list.Flags().StringVar(&f.Queue, "queue", "", "only runs on this queue")
-	list.Flags().StringVar(&f.Key, "key", "", "only the run started with this key (sdk.WithKey)")
-	list.Flags().IntVar(&f.Limit, "limit", 100, "list at most this many runs (at least 1)")
+	rf.register(list)
+	list.Flags().IntVar(&limit, "limit", 100, "list at most this many runs (at least 1); with --all, per page")
+	list.Flags().StringVar(&after, "after", "", "list the runs after this cursor, as a listing cut by --limit printed it")
+	list.Flags().BoolVar(&all, "all", false, "list every run that matches, page after page")
+
+	var cf runFilter
+	count := &cobra.Command{
+		Use:   "count",
+		Short: "Count runs, with the filters of runs list",
+		Long: `Count the runs that the filters select (the same as runs list's): the whole
+listing, whatever its length. The count is exact: it reads every run that
+matches, so without a filter it reads the whole table.`,
+		Example: `  tenure runs count --status queued
+  tenure runs count --workflow place-order --status failed --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := cf.search()
+			if err != nil {
+				return err
+			}
+			op, err := a.operator()
+			if err != nil {
+				return err
+			}
+			n, err := op.CountRuns(a.ctx, q)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]int64{"runs": n})
+			}
+			fmt.Fprintln(a.stdout, n)
+			return nil
+		},
+	}
+	cf.register(count)
 
 	var key string
 	var noPayloads bool
@@ -97,44 +125,90 @@ run's status; an event its key; now and side_effect their kind alone.`,
 		Example: `  tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure runs show --key order-42
   tenure runs show --key order-42 --no-payloads --json`,
-		Args: rangeArgs(0, 1),
+		Args: runArgs(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			byKey := cmd.Flags().Changed("key")
-			switch {
-			case byKey && len(args) > 0:
-				return usagef("give a run ID or --key, not both")
-			case !byKey && len(args) == 0:
-				return usagef("give a run ID or --key KEY (see tenure runs show --help)")
-			case byKey && key == "":
-				return usagef("--key: empty key")
-			}
-			var id uuid.UUID
-			if !byKey {
-				var err error
-				if id, err = parseRunID(args[0]); err != nil {
-					return err
-				}
-			}
-			op, err := a.operator()
+			r, _, err := a.findRun(cmd, key, args)
 			if err != nil {
 				return err
 			}
-			var r operator.Run
-			if byKey {
-				r, err = op.RunByKey(a.ctx, key)
-			} else {
-				r, err = op.Run(a.ctx, id)
-			}
-			if err != nil {
-				return err
-			}
-			return a.showRun(op, r, !noPayloads)
+			return a.showRun(a.op, r, !noPayloads)
 		},
 	}
-	show.Flags().StringVar(&key, "key", "", "the key the run was started with (sdk.WithKey), instead of its ID")
+	keyFlag(show, &key)
 	show.Flags().BoolVar(&noPayloads, "no-payloads", false, "leave out the run's input and output")
-	return group("runs", "List runs, show a run's timeline, signal and cancel runs", list, show,
-		a.runsSignalCommand(), a.runsCancelCommand())
+	return group("runs", "Start, list, count and show runs; wait for one; signal, cancel and delete runs",
+		a.runsStartCommand(), list, count, show, a.runsResultCommand(),
+		a.runsSignalCommand(), a.runsCancelCommand(), a.runsDeleteCommand())
+}
+
+// runFilter is the filters of runs list and runs count.
+type runFilter struct {
+	workflow, status, queue, key string
+}
+
+func (f *runFilter) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.workflow, "workflow", "", "only runs of this workflow")
+	cmd.Flags().StringVar(&f.status, "status", "", "only runs in this status: "+joinWords(sdk.RunStatuses()))
+	cmd.Flags().StringVar(&f.queue, "queue", "", "only runs on this queue")
+	cmd.Flags().StringVar(&f.key, "key", "", "only the run started with this key (sdk.WithKey)")
+}
+
+// search is the filters checked: a misspelt status would match nothing and
+// look like good news.
+func (f *runFilter) search() (operator.RunSearch, error) {
+	st := sdk.RunStatus(f.status)
+	if st != "" && !slices.Contains(sdk.RunStatuses(), st) {
+		return operator.RunSearch{}, usagef("--status: unknown status %q: want one of %s", st, joinWords(sdk.RunStatuses()))
+	}
+	return operator.RunSearch{Workflow: f.workflow, Status: st, Queue: f.queue, Key: f.key}, nil
+}
+
+// listRuns prints the runs q selects, limit at a time: one page and, when
+// more match, the cursor of the next on stderr; or every page with all.
+func (a *app) listRuns(op *operator.Operator, q operator.RunSearch, limit int, all bool) error {
+	var arr *jsonArray
+	var t *table
+	if a.json {
+		arr = &jsonArray{w: a.stdout}
+	} else {
+		t = newTable(a.stdout, "RUN", "KEY", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
+	}
+	q.Limit = limit + 1 // one more says whether more match
+	for {
+		runs, err := op.SearchRuns(a.ctx, q)
+		if err != nil {
+			return err
+		}
+		more := len(runs) > limit
+		runs = runs[:min(len(runs), limit)]
+		for _, r := range runs {
+			if arr != nil {
+				if err := arr.add(newRunJSON(r)); err != nil {
+					return err
+				}
+				continue
+			}
+			t.row(r.ID, dash(clip(r.Key, 40)), r.Workflow, r.Status, r.Queue, stamp(r.CreatedAt), runDetail(r))
+		}
+		if t != nil {
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		if !more {
+			break
+		}
+		last := runs[len(runs)-1]
+		q.AfterCreated, q.AfterID = last.CreatedAt, last.ID
+		if !all {
+			a.more(limit, "run", runCursor(last.CreatedAt, last.ID))
+			break
+		}
+	}
+	if arr != nil {
+		return arr.close()
+	}
+	return nil
 }
 
 // joinWords lists values as "a, b, c" for a message or a flag's help.
@@ -163,13 +237,13 @@ func runDetail(r operator.RunSummary) string {
 	return "-"
 }
 
-// parseRunID reads a run ID. What is not a UUID may be the key the run was
-// started with, the name people know it by: the error says how to look that
-// up.
-func parseRunID(s string) (uuid.UUID, error) {
+// parseRunID reads a run ID, an argument of cmd. What is not a UUID may be
+// the key the run was started with, the name people know it by: the error
+// says how to give that instead.
+func parseRunID(cmd *cobra.Command, s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, usagef("invalid run ID %q: want a UUID (to find a run by its key: tenure runs show --key %s)", s, shellWord(s))
+		return uuid.Nil, usagef("invalid run ID %q: want a UUID (to find a run by its key: %s --key %s)", s, cmd.CommandPath(), shellWord(s))
 	}
 	return id, nil
 }

@@ -46,6 +46,10 @@ func TestCLI_FlagsAreCheckedBeforeAnythingRuns(t *testing.T) {
 		{[]string{"audit", "--limit", "0"}, "--limit must be at least 1, got 0"},
 		{[]string{"failures", "requeue", "--all", "--batch-size", "0"}, "--batch-size must be at least 1, got 0"},
 		{[]string{"runs", "list", "--status", "done"}, `--status: unknown status "done": want one of queued, running, completed, failed, cancelled`},
+		{[]string{"runs", "count", "--status", "done"}, `--status: unknown status "done": want one of queued, running, completed, failed, cancelled`},
+		{[]string{"runs", "list", "--all", "--limit", "0"}, "--limit must be at least 1, got 0"},
+		{[]string{"failures", "list", "--all", "--limit", "0"}, "--limit must be at least 1, got 0"},
+		{[]string{"runs", "result", "--key", "k", "--timeout", "-1s"}, "--timeout: want a positive duration such as 30s, 10m or 1d"},
 	} {
 		got := tenure(t, s, c.args...)
 		if want := "tenure: " + c.stderr + "\n" + usage; got.code != 2 || got.stderr != want || got.stdout != "" {

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// resultPoll is how often tenure runs result reads the run (and, with
+// --follow, its steps) while it waits: a read by primary key, so cheap, and
+// often enough that the wait ends within a fifth of a second of the run.
+const resultPoll = 200 * time.Millisecond
+
+// runsResultCommand is tenure runs result: it waits for a run's end.
+func (a *app) runsResultCommand() *cobra.Command {
+	var key, timeout string
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "result {RUN_ID | --key KEY}",
+		Short: "Wait for a run to end; print its output, or its failure",
+		Long: `Wait until the run ends, then print its output (the JSON the workflow
+returned) on stdout and exit 0; or, when it failed or was cancelled, say so
+on stderr, with the failure's reason, step and last error, and exit 5. --json
+prints the run's status, output and failure as one object either way. A run
+that has ended already is printed at once.
+
+--follow prints each step as it ends, on stderr (stdout keeps the output
+alone): its number, its kind or activity, its status and, for an activity,
+its attempts. --timeout gives up after that long (exit 1); without it the
+wait lasts until the run ends or the command is interrupted. It reads the
+run every 200 ms.`,
+		Example: `  tenure runs result --key order-42
+  tenure runs result 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e --follow --timeout 10m
+  tenure runs start place-order '{"order_id": 42}' --json | jq -r .run_id | xargs tenure runs result`,
+		Args: runArgs(0, 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var limit time.Duration
+			if timeout != "" {
+				d, err := parseAge(timeout)
+				if err != nil || d <= 0 {
+					return usagef("--timeout: want a positive duration such as 30s, 10m or 1d")
+				}
+				limit = d
+			}
+			id, _, err := a.runID(cmd, key, args)
+			if err != nil {
+				return err
+			}
+			r, err := a.await(id, limit, follow)
+			if err != nil {
+				return err
+			}
+			return a.printResult(r)
+		},
+	}
+	keyFlag(cmd, &key)
+	cmd.Flags().StringVar(&timeout, "timeout", "", "give up after this long: 30s, 10m, 1d (default: wait until the run ends)")
+	cmd.Flags().BoolVar(&follow, "follow", false, "print each step on stderr as it ends")
+	return cmd
+}
+
+// await reads run id every resultPoll until it has ended, or limit (0: no
+// limit) has passed, or the command is interrupted. With follow it prints
+// each step on stderr as it ends: the steps read after the run's final
+// read are the final ones.
+func (a *app) await(id uuid.UUID, limit time.Duration, follow bool) (operator.Run, error) {
+	op, err := a.operator()
+	if err != nil {
+		return operator.Run{}, err
+	}
+	start := time.Now()
+	printed := map[string]bool{}
+	for {
+		r, err := op.Run(a.ctx, id)
+		if err != nil {
+			return operator.Run{}, err
+		}
+		if follow {
+			if err := a.printEndedSteps(op, id, printed); err != nil {
+				return operator.Run{}, err
+			}
+		}
+		if r.Status.Terminal() {
+			return r, nil
+		}
+		if limit > 0 && time.Since(start) >= limit {
+			return operator.Run{}, fmt.Errorf("run %s has not ended after %s: it is %s", id, roughly(limit), r.Status)
+		}
+		wait := resultPoll
+		if limit > 0 {
+			wait = min(wait, max(limit-time.Since(start), time.Millisecond))
+		}
+		select {
+		case <-a.ctx.Done():
+			return operator.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, a.ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// printEndedSteps prints, on stderr, the steps of run id that have ended
+// and are not in printed yet, and adds them. A step requeued after it
+// failed ends again later, and is printed again then.
+func (a *app) printEndedSteps(op *operator.Operator, id uuid.UUID, printed map[string]bool) error {
+	steps, err := op.Steps(a.ctx, id)
+	if err != nil {
+		return err
+	}
+	var ended []operator.Step
+	for _, s := range steps {
+		if s.Status != sdk.StepCompleted && s.Status != sdk.StepFailed {
+			continue
+		}
+		mark := fmt.Sprint(s.Step, s.Status, s.FinishedAt)
+		if !printed[mark] {
+			printed[mark] = true
+			ended = append(ended, s)
+		}
+	}
+	if len(ended) == 0 {
+		return nil
+	}
+	attempts, err := op.History(a.ctx, id)
+	if err != nil {
+		return err
+	}
+	count := map[int]int{}
+	for _, at := range attempts {
+		count[at.Step]++
+	}
+	for _, s := range ended {
+		line := stepHead(newStepJSON(s, nil))
+		if s.Kind == sdk.KindActivity {
+			line += fmt.Sprintf("  (%s)", plural(int64(count[s.Step]), "attempt"))
+		}
+		if s.ErrorMessage != "" {
+			line += ": " + clip(joinType(s.ErrorType, s.ErrorMessage), 120)
+		}
+		fmt.Fprintln(a.stderr, line)
+	}
+	return nil
+}
+
+// printResult prints a run that has ended: its output, or its failure as
+// the error of exit status 5.
+func (a *app) printResult(r operator.Run) error {
+	var failure *failureJSON
+	if r.Failure != nil {
+		f := newFailureJSON(*r.Failure)
+		failure = &f
+	}
+	if a.json {
+		out := struct {
+			RunID   uuid.UUID       `json:"run_id"`
+			Status  sdk.RunStatus   `json:"status"`
+			Output  json.RawMessage `json:"output,omitempty"`
+			Failure *failureJSON    `json:"failure,omitempty"`
+			Error   string          `json:"error,omitempty"`
+		}{RunID: r.ID, Status: r.Status, Output: r.Output, Failure: failure}
+		if r.Status != sdk.RunCompleted {
+			out.Output, out.Error = nil, r.ErrorMessage
+		}
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	}
+	switch r.Status {
+	case sdk.RunCompleted:
+		if !a.json {
+			out := r.Output
+			if out == nil {
+				out = []byte("null")
+			}
+			fmt.Fprintln(a.stdout, string(out))
+		}
+		return nil
+	case sdk.RunCancelled:
+		msg := fmt.Sprintf("run %s was cancelled", r.ID)
+		if r.ErrorMessage != "" {
+			msg += ": " + r.ErrorMessage
+		}
+		return quiet{errors.New(msg), exitRunFailed}
+	}
+	msg := fmt.Sprintf("run %s failed", r.ID)
+	if f := r.Failure; f != nil {
+		msg += ": " + string(f.Reason)
+		if f.Step > 0 {
+			msg += fmt.Sprintf(" at step %d (%s)", f.Step, f.Activity)
+		}
+		msg += fmt.Sprintf(" after %s: %s", plural(int64(f.Attempts), "attempt"), clip(joinType(f.ErrorType, f.ErrorMessage), 300))
+	} else if r.ErrorMessage != "" {
+		msg += ": " + r.ErrorMessage
+	}
+	return quiet{errors.New(msg), exitRunFailed}
+}
