@@ -9,11 +9,13 @@
 //	op, err := operator.New(pool, operator.WithSchema("tenure"))
 //
 // Its actions are the ones the CLI runs (`tenure failures list`, `tenure
-// failures requeue`, `tenure runs show`, `tenure purge`, `tenure audit`).
-// Requeue, RequeueFailures and the purges are SQL functions of the schema
-// (requeue_run, requeue_failures, purge_completed, purge_failures), the one
+// failures requeue`, `tenure runs show`, `tenure runs start`, `tenure runs
+// delete`, `tenure purge`, `tenure audit`). Requeue, RequeueFailures,
+// DeleteRun and the purges are SQL functions of the schema (requeue_run,
+// requeue_failures, delete_run, purge_completed, purge_failures), the one
 // implementation for Go, the CLI and psql, and each writes an audit_log row
-// with the database role and the note given.
+// with the database role and the note given. Start records a run by its
+// workflow's name, for a caller that does not link the workflow's code.
 //
 // The vocabulary of the rows (sdk.RunStatus, sdk.StepStatus,
 // sdk.AttemptStatus, sdk.Reason) is package sdk's. Applications start runs
