@@ -12,19 +12,24 @@
 // or to run on its own with `tenure ui`. Pages are rendered on the server
 // from html/template with an embedded style sheet and SVG charts drawn in
 // Go: no JavaScript, nothing fetched from elsewhere, every value escaped.
-// Links are relative, so the handler works under any prefix.
+// Links are relative, so the handler works under any prefix. The pages fit
+// a 1280-pixel window without scrolling sideways and follow the reader's
+// light or dark colour scheme (prefers-color-scheme).
 //
 // # Pages
 //
 //	/ and /failures         open failures grouped by fingerprint (workflow,
 //	                        activity, reason, error type, message with
-//	                        numbers, UUIDs and hex IDs as placeholders), with
-//	                        counts, first and last seen and a chart over time;
-//	                        filters by workflow, activity, reason, age, key
+//	                        numbers but HTTP status codes, UUIDs and hex IDs
+//	                        as placeholders), with counts, first and last
+//	                        seen and a chart over time; filters by workflow,
+//	                        activity, reason, age, key
 //	/runs                   search by ID, key, workflow, status, creation
 //	                        time; the runs in flight, by worker
-//	/runs/{id}              one run: status, payloads, failure, requeue
-//	                        history, parent and children, and its timeline
+//	/runs/{id}              one run: status, what it waits for, payloads,
+//	                        failure, requeue history, parent and children,
+//	                        and its timeline (long idle gaps compressed,
+//	                        requeues marked)
 //	/workers                the worker registry, and queued runs no live
 //	                        worker serves (also a banner on every page)
 //	/policy?run=ID&step=N   the retry policy recorded on a step, explained
@@ -34,11 +39,15 @@
 // The UI is read-only unless Config.Writes is set; it then needs
 // Config.Token (sent as "Authorization: Bearer", or as the cookie that
 // /login?token= sets) or Config.Authorize (the application's own login,
-// which also names who acts). Every write is a POST from the UI's own pages
-// (same-origin Origin or Referer, and a double-submit CSRF token compared in
-// constant time); every requeue and purge is first a dry run that lists
-// what it will touch, and its confirmation is refused when that set has
-// changed since. A requeue of runs that failed indeterminate, whose
+// which also names who acts). Wrong tokens are throttled per client address
+// (throttle.go), and New warns of a token weaker than MinTokenBits;
+// ListenWarning says what a UI on a non-loopback address exposes. Every
+// write is a POST from the UI's own pages (same-origin Origin or Referer,
+// and a double-submit CSRF token compared in constant time); every requeue
+// and purge is first a dry run that counts what it will touch, however
+// much, breaks it down and lists a sample, and its confirmation is refused
+// when that set has changed since; it is then one statement with one audit
+// row. A requeue of runs that failed indeterminate, whose
 // at-most-once activity runs again, is refused unless the confirmation also
 // says, activity by activity, that someone checked its effect did not happen
 // (indeterminate.go). Requeues and purges write audit_log rows whose note

@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -14,10 +16,6 @@ import (
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 )
-
-// maxPreview is the most failures one bulk requeue from the UI touches:
-// its preview lists every one of them.
-const maxPreview = 1000
 
 // ages are the age filters offered, in order.
 var ages = []struct{ Value, Label string }{
@@ -147,44 +145,114 @@ func (h *handler) failures(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "failures", page{Title: "Failures", Nav: "failures", Data: p})
 }
 
-// previewPage is the Data of a requeue preview: the rows a confirm would
-// touch, and the form that confirms it.
+// maxSample is how many of the failures a requeue or purge preview lists:
+// the oldest. The preview counts all of them, breaks them down by group,
+// and the confirm acts on all of them, however many.
+const maxSample = 20
+
+// previewPage is the Data of a requeue preview: how many failed runs a
+// confirm puts back, broken down by workflow, activity and reason, a sample
+// of them, and the form that confirms it.
 type previewPage struct {
-	Query   failureQuery
-	Rows    []operator.Failure
-	Total   int  // rows matching (more than Rows when over maxPreview)
-	TooMany bool // over maxPreview: no confirm offered
-	Set     string
-	Note    string
-	Action  string // where the confirm posts, relative to the root
-	Back    string // the page to go back to, relative to the root
-	Changed string // why a confirm was refused, when it was
-	Max     int
-	// Lost are the at-most-once activities of the rows that failed
+	Query failureQuery
+	Count int // failures in the set: the runs a confirm requeues
+	// Sample is the oldest maxSample of them, as full rows.
+	Sample []operator.Failure
+	// Breakdown counts the set by workflow, activity and reason, most
+	// first; Oldest and Newest are its first and last failures.
+	Breakdown      []previewGroup
+	Oldest, Newest time.Time
+	Set            string // candidateSet of the members
+	Note           string
+	Action         string // where the confirm posts, relative to the root
+	Back           string // the page to go back to, relative to the root
+	Changed        string // why a confirm was refused, when it was
+	// Lost are the at-most-once activities of the failures that failed
 	// indeterminate, which a confirm must say were checked (checkedField);
-	// LostRuns counts those rows, Others the rest.
+	// LostRuns counts those failures, Others the rest. LostShown is set
+	// when the sample holds every one of them (marked ⚠).
 	Lost             []lostEffect
 	LostRuns, Others int
+	LostShown        bool
 	Unchecked        string // why a confirm without the checks was refused
+
+	members []operator.FailureMember
 }
 
-// candidateSet is the fingerprint of a set of runs that a preview shows and
-// a confirm compares: the sorted run IDs, hashed.
-func candidateSet(rows []operator.Failure) string {
-	ids := make([]string, len(rows))
-	for i, f := range rows {
-		ids[i] = f.RunID.String() + "/" + strconv.FormatInt(f.ID, 10)
+// previewGroup is one line of a preview's breakdown.
+type previewGroup struct {
+	Workflow, Activity string
+	Reason             policy.Reason
+	Failures           int
+}
+
+// newPreview is the preview of members, with the full rows of sample (the
+// rows of the oldest members; any other row is left out).
+func newPreview(members []operator.FailureMember, sample []operator.Failure) previewPage {
+	p := previewPage{Count: len(members), members: members, Set: candidateSet(members)}
+	in := make(map[int64]bool, len(members))
+	byGroup := map[previewGroup]int{}
+	for _, m := range members {
+		in[m.ID] = true
+		byGroup[previewGroup{Workflow: m.Workflow, Activity: m.Activity, Reason: m.Reason}]++
+	}
+	if len(members) > 0 {
+		p.Oldest, p.Newest = members[0].FailedAt, members[len(members)-1].FailedAt
+	}
+	for _, f := range sample {
+		if in[f.ID] && len(p.Sample) < maxSample {
+			p.Sample = append(p.Sample, f)
+		}
+	}
+	for g, n := range byGroup {
+		g.Failures = n
+		p.Breakdown = append(p.Breakdown, g)
+	}
+	slices.SortFunc(p.Breakdown, func(a, b previewGroup) int {
+		if c := cmp.Compare(b.Failures, a.Failures); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Workflow+"\x00"+a.Activity+"\x00"+string(a.Reason), b.Workflow+"\x00"+b.Activity+"\x00"+string(b.Reason))
+	})
+	p.Lost = lostEffects(members)
+	p.LostRuns = lostRuns(p.Lost)
+	p.Others = len(members) - p.LostRuns
+	shown := 0
+	for _, f := range p.Sample {
+		if f.Reason == policy.Indeterminate {
+			shown++
+		}
+	}
+	p.LostShown = shown == p.LostRuns
+	return p
+}
+
+// candidateSet is the fingerprint of a set of failures that a preview shows
+// and a confirm compares: the sorted failure row IDs, hashed (a run
+// requeued meanwhile that failed again has a new failure row).
+func candidateSet(members []operator.FailureMember) string {
+	ids := make([]int64, len(members))
+	for i, m := range members {
+		ids[i] = m.ID
 	}
 	slices.Sort(ids)
-	sum := sha256.Sum256([]byte(strings.Join(ids, ",")))
-	return strconv.Itoa(len(rows)) + "-" + hex.EncodeToString(sum[:16])
+	h := sha256.New()
+	var b [8]byte
+	for _, id := range ids {
+		binary.BigEndian.PutUint64(b[:], uint64(id))
+		h.Write(b[:])
+	}
+	return strconv.Itoa(len(ids)) + "-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // requeueFailures previews (first post) and then performs (confirm=1) the
-// requeue of the failures that the filter, or one group under it, selects.
-// The confirm recomputes the set and refuses with 409 when it is not the
-// one previewed, and with 422 when it includes runs that failed
-// indeterminate and neither says their activity was checked nor skips them.
+// requeue of the failures that the filter, or one group under it, selects:
+// all of them, however many. The preview counts them, breaks them down and
+// lists a sample; the confirm reads the set again, refuses with 409 when it
+// is not the one previewed and with 422 when it includes runs that failed
+// indeterminate and neither says their activity was checked nor skips
+// them, and requeues exactly the previewed rows in one statement with one
+// audit row.
 func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who string) {
 	q := readFailureQuery(r.PostForm)
 	now := time.Now()
@@ -193,39 +261,39 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.fail(w, r, http.StatusBadRequest, "Requeue", err)
 		return
 	}
-	rows, err := h.op.OpenFailures(r.Context(), f, maxPreview+1)
+	members, err := h.op.OpenFailureMembers(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	p := previewPage{Query: q, Rows: rows, Total: len(rows), Note: r.PostFormValue("note"), Action: "failures/requeue",
-		Back: "failures?" + q.Values().Encode(), Max: maxPreview}
-	if len(rows) > maxPreview {
-		p.TooMany, p.Rows = true, rows[:maxPreview]
+	sample, err := h.op.OpenFailures(r.Context(), f, maxSample)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
+		return
 	}
-	p.Set = candidateSet(p.Rows)
-	p.withLost()
-	if r.PostFormValue("confirm") != "1" || p.TooMany {
+	p := newPreview(members, sample)
+	p.Query, p.Note, p.Action, p.Back = q, r.PostFormValue("note"), "failures/requeue", "failures?"+q.Values().Encode()
+	if r.PostFormValue("confirm") != "1" {
 		h.render(w, r, http.StatusOK, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
 	if want := r.PostFormValue("set"); want != p.Set {
-		p.Changed = "The failures changed since the preview (another requeue, a new failure): nothing was requeued. Check the rows below and confirm again."
+		p.Changed = "The failures changed since the preview (another requeue, a new failure): nothing was requeued. Check the counts below and confirm again."
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	chosen, note, ok := p.checked(r.PostForm)
+	ids, note, ok := p.checked(r.PostForm)
 	if !ok {
 		h.render(w, r, http.StatusUnprocessableEntity, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	n, err := h.requeueSet(r, q, chosen, auditNote(who, note))
+	n, err := h.requeueSet(r, q, ids, auditNote(who, note))
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	kept := len(rows) - len(chosen)
-	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", len(rows), "indeterminate", p.LostRuns,
+	kept := len(members) - len(ids)
+	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", len(members), "indeterminate", p.LostRuns,
 		"left_failed", kept, "filter", q.Values().Encode(), "group", q.Group)
 	v := q.Values()
 	v.Set("requeued", strconv.Itoa(n))
@@ -235,17 +303,14 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 	redirect(w, root(r)+"failures?"+v.Encode())
 }
 
-// requeueSet requeues the runs of exactly the previewed failure rows, in one
-// statement with one audit row carrying note (requeue_failure_ids): a run
-// requeued meanwhile by someone else, which may have failed again with
-// another failure row, is left alone. It returns how many runs it put back.
-func (h *handler) requeueSet(r *http.Request, q failureQuery, rows []operator.Failure, note string) (int, error) {
-	if len(rows) == 0 {
+// requeueSet requeues the runs of exactly the previewed failure rows ids,
+// in one statement with one audit row carrying note and the filter
+// (requeue_failure_ids), however many: a run requeued meanwhile by someone
+// else, which may have failed again with another failure row, is left
+// alone. It returns how many runs it put back.
+func (h *handler) requeueSet(r *http.Request, q failureQuery, ids []int64, note string) (int, error) {
+	if len(ids) == 0 {
 		return 0, nil
-	}
-	ids := make([]int64, len(rows))
-	for i, row := range rows {
-		ids[i] = row.ID
 	}
 	filter := map[string]string{}
 	for k, v := range q.Values() {
@@ -253,23 +318,38 @@ func (h *handler) requeueSet(r *http.Request, q failureQuery, rows []operator.Fa
 			filter[k] = v[0]
 		}
 	}
+	if fp := q.Fingerprint; q.Group {
+		filter["group_workflow"], filter["group_activity"], filter["group_reason"] = fp.Workflow, fp.Activity, string(fp.Reason)
+		filter["group_error_type"], filter["group_message"] = fp.ErrorType, fp.Message
+	}
 	done, err := h.op.RequeueFailureIDs(r.Context(), ids, note, filter)
 	return len(done), err
 }
 
 // purgePage is the Data of the purge confirmation.
 type purgePage struct {
-	Workflow  string
-	OlderThan string
-	Counted   operator.Purged
-	Note      string
-	Changed   string
+	Workflow   string
+	OlderThan  string
+	Before     time.Time // the cutoff, by the database's clock: fixed at the first count
+	Counted    operator.Purged
+	Sample     []operator.PurgeCandidate // the oldest maxSample runs
+	ByWorkflow []operator.PurgeWorkflow
+	Note       string
+	Changed    string
 }
+
+// BeforeValue is the cutoff as the confirm form carries it.
+func (p purgePage) BeforeValue() string { return p.Before.UTC().Format(time.RFC3339Nano) }
 
 // purgeFailures counts (first post) and then deletes (confirm=1) the runs
 // with failure history of one workflow or all that finished before the
-// given age, through operator.PurgeFailures. The confirm refuses with 409
-// when the dry run now counts otherwise than the preview did.
+// given age, however many: the count fixes the cutoff (now minus the age,
+// by the database's clock), which the confirm carries, so that runs
+// finishing meanwhile do not join the set. The preview lists the oldest
+// runs and the count per workflow; the confirm counts again against the
+// same cutoff, refuses with 409 when that count differs from the
+// preview's, and deletes in one statement with one audit row
+// (purge_failures).
 func (h *handler) purgeFailures(w http.ResponseWriter, r *http.Request, who string) {
 	p := purgePage{Workflow: r.PostFormValue("workflow"), OlderThan: r.PostFormValue("older_than"), Note: r.PostFormValue("note")}
 	if p.OlderThan == "" {
@@ -280,8 +360,22 @@ func (h *handler) purgeFailures(w http.ResponseWriter, r *http.Request, who stri
 		h.fail(w, r, http.StatusBadRequest, "Purge", err)
 		return
 	}
-	o := operator.PurgeOptions{OlderThan: age, Workflow: p.Workflow, DryRun: true}
-	if p.Counted, err = h.op.PurgeFailures(r.Context(), o); err != nil {
+	ctx := r.Context()
+	if b := r.PostFormValue("before"); b != "" {
+		if p.Before, err = time.Parse(time.RFC3339Nano, b); err != nil {
+			h.fail(w, r, http.StatusBadRequest, "Purge", fmt.Errorf("invalid cutoff %q: purge again from the failures page", b))
+			return
+		}
+	} else if p.Before, err = h.op.PurgeCutoff(ctx, age); err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
+		return
+	}
+	o := operator.FailurePurge{Before: p.Before, Workflow: p.Workflow, DryRun: true}
+	if p.Counted, err = h.op.PurgeFailuresBefore(ctx, o); err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
+		return
+	}
+	if p.Sample, p.ByWorkflow, err = h.op.PurgeSample(ctx, o, maxSample); err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
 		return
 	}
@@ -290,16 +384,21 @@ func (h *handler) purgeFailures(w http.ResponseWriter, r *http.Request, who stri
 		return
 	}
 	if r.PostFormValue("runs") != strconv.FormatInt(p.Counted.Runs, 10) || r.PostFormValue("failure_rows") != strconv.FormatInt(p.Counted.Failures, 10) {
-		p.Changed = "The runs to delete changed since the count: nothing was deleted. Check the new count and confirm again."
+		p.Changed = "The runs to delete changed since the count (a requeue, another purge): nothing was deleted. Check the new count and confirm again."
 		h.render(w, r, http.StatusConflict, "purge", page{Title: "Purge failures", Nav: "failures", Data: p})
 		return
 	}
+	if p.Counted.Runs == 0 {
+		redirect(w, root(r)+"failures?purged=0")
+		return
+	}
 	o.DryRun, o.Note = false, auditNote(who, p.Note)
-	done, err := h.op.PurgeFailures(r.Context(), o)
+	done, err := h.op.PurgeFailuresBefore(ctx, o)
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
 		return
 	}
-	h.log.Info("ui: purged failures", "who", who, "runs", done.Runs, "failures", done.Failures, "workflow", p.Workflow, "older_than", p.OlderThan)
+	h.log.Info("ui: purged failures", "who", who, "runs", done.Runs, "failures", done.Failures, "workflow", p.Workflow,
+		"older_than", p.OlderThan, "before", p.BeforeValue())
 	redirect(w, root(r)+"failures?purged="+strconv.FormatInt(done.Runs, 10))
 }

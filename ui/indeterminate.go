@@ -33,38 +33,43 @@ type lostEffect struct {
 	Runs     int
 }
 
-// withLost sets p's Lost, LostRuns and Others from its rows.
-func (p *previewPage) withLost() {
-	p.Lost = lostEffects(p.Rows)
-	p.LostRuns = lostRuns(p.Lost)
-	p.Others = len(p.Rows) - p.LostRuns
-}
-
-// checked decides which of p's rows a confirm puts back, and with what
+// checked decides which of p's failures a confirm puts back, and with what
 // audit note: all of them when the form says every lost effect was checked,
 // the others alone when it asks to skip the indeterminate ones and there
-// are others. ok is false when it does neither while some rows failed
+// are others. ok is false when it does neither while some failed
 // indeterminate: p then says why, and nothing may be requeued.
-func (p *previewPage) checked(form url.Values) (rows []operator.Failure, note string, ok bool) {
+func (p *previewPage) checked(form url.Values) (ids []int64, note string, ok bool) {
 	if len(p.Lost) == 0 {
-		return p.Rows, p.Note, true
+		return idsOf(p.members, false), p.Note, true
 	}
 	if form.Get(skipField) == "1" && p.Others > 0 {
-		return withoutLost(p.Rows), skippedNote(p.Note, p.Lost), true
+		return idsOf(p.members, true), skippedNote(p.Note, p.Lost), true
 	}
 	if missing := unchecked(form, p.Lost); len(missing) > 0 {
 		p.Unchecked = uncheckedRefusal(missing, p.Others)
 		return nil, "", false
 	}
-	return p.Rows, checkedNote(p.Note, p.Lost), true
+	return idsOf(p.members, false), checkedNote(p.Note, p.Lost), true
 }
 
-// lostEffects returns the activities of the indeterminate rows, by name.
-func lostEffects(rows []operator.Failure) []lostEffect {
+// idsOf returns the failure row IDs of members, without those that failed
+// indeterminate when withoutLost is set.
+func idsOf(members []operator.FailureMember, withoutLost bool) []int64 {
+	ids := make([]int64, 0, len(members))
+	for _, m := range members {
+		if !withoutLost || m.Reason != policy.Indeterminate {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// lostEffects returns the activities of the indeterminate failures, by name.
+func lostEffects(members []operator.FailureMember) []lostEffect {
 	runs := map[string]int{}
-	for _, f := range rows {
-		if f.Reason == policy.Indeterminate {
-			runs[f.Activity]++
+	for _, m := range members {
+		if m.Reason == policy.Indeterminate {
+			runs[m.Activity]++
 		}
 	}
 	return sortedEffects(runs)
@@ -100,17 +105,6 @@ func lostRuns(effects []lostEffect) int {
 	return n
 }
 
-// withoutLost returns the rows that did not fail indeterminate.
-func withoutLost(rows []operator.Failure) []operator.Failure {
-	var out []operator.Failure
-	for _, f := range rows {
-		if f.Reason != policy.Indeterminate {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // unchecked returns the effects that form does not say were checked.
 func unchecked(form url.Values, effects []lostEffect) []lostEffect {
 	var missing []lostEffect
@@ -144,7 +138,7 @@ func describeEffects(effects []lostEffect) string {
 		if i == 0 {
 			parts[i] = fmt.Sprintf("%s failed indeterminate in at-most-once %s", plural(e.Runs, "run"), e.Activity)
 		} else {
-			parts[i] = fmt.Sprintf("%d in %s", e.Runs, e.Activity)
+			parts[i] = fmt.Sprintf("%s in %s", num(e.Runs), e.Activity)
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -197,14 +197,6 @@ func TestPages_ReplicationWarningOnEveryPageWhileAFailoverCanLoseRuns(t *testing
 	}
 }
 
-func TestPages_QueuedRunShowsWhatItWaitsFor(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, ui.Config{})
-	id := f.queue("orders")
-	want(t, f.get("runs/"+id.String()), http.StatusOK, `data-testid="run-status">queued<`, `data-testid="waiting-for">its turn`,
-		`<svg data-testid="timeline"`)
-}
-
 func mustRequest(method, target string) *http.Request {
 	req, err := http.NewRequest(method, target, nil)
 	if err != nil {

@@ -211,7 +211,7 @@ func TestPerformance_PagesWith100kFailuresAnd1MAttempts(t *testing.T) {
 	t.Parallel()
 	pool, tr, h, pages, _ := seeded(t)
 	// The previews of a bulk requeue: one group (about 440 failures), and a
-	// filter that selects more than the UI requeues at once.
+	// filter that selects 20,000 (counted, broken down, sampled).
 	csrf := strings.Repeat("ab", 32)
 	group := url.Values{"csrf": {csrf}, "group": {"1"}, "fp_workflow": {"wf-1"}, "fp_activity": {"act-1"}, "fp_reason": {"retries_exhausted"},
 		"fp_type": {"*errors.errorString"}, "fp_message": {"timeout after <n> ms calling <hex>"}}

@@ -138,7 +138,14 @@ func explainChart(rows []policyRow) delayChart {
 	}
 	for i := 0; i <= 4; i++ {
 		d := top * time.Duration(i) / 4
-		c.Ticks = append(c.Ticks, tick{X: x(d), Label: dur(d)})
+		anchor := "middle" // the first and last start and end at the axis's ends: no label is cut
+		switch i {
+		case 0:
+			anchor = "start"
+		case 4:
+			anchor = "end"
+		}
+		c.Ticks = append(c.Ticks, tick{X: x(d), Label: dur(d), Anchor: anchor})
 	}
 	return c
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
 )
@@ -38,25 +40,115 @@ var funcs = template.FuncMap{
 	"ago":      ago,
 	"ts":       ts,
 	"dur":      dur,
-	"short":    func(s fmt.Stringer) string { return s.String()[:8] },
+	"runid":    runID,
 	"join":     strings.Join,
 	"truncate": truncate,
 	"deref":    func(t *time.Time) time.Time { return *t },
 	"derefd":   func(d *time.Duration) time.Duration { return *d },
 	"add":      func(a, b float64) float64 { return a + b },
+	"half":     func(a float64) float64 { return a / 2 },
 	"plural":   plural,
+	"num":      num,
 	// indeterminate reports a failure reason whose requeue invokes an
 	// at-most-once activity again (see indeterminate.go).
 	"indeterminate": func(r policy.Reason) bool { return r == policy.Indeterminate },
+	"errtype":       errType,
+	// waitingOn is what the "waiting" template renders: the wait, and the
+	// path to the root for its links.
+	"waitingOn": func(w *waiting, root string) any {
+		return struct {
+			W    *waiting
+			Root string
+		}{w, root}
+	},
+	"spent": spent,
 }
 
-// plural is "1 error", "2 errors", for any integer n.
+// runID is a run ID as the pages show it: its last 8 characters, the rest
+// in an element of no size (class id-head) that a selection still copies.
+// Run IDs are UUIDv7: their first characters are the time they were made,
+// the same for runs started together, while the last are random. The link
+// around it has the whole ID as its title. Safe HTML: a UUID's text is hex
+// digits and hyphens.
+func runID(id uuid.UUID) template.HTML {
+	s := id.String()
+	return template.HTML(`<span class="id-head">` + s[:28] + `</span>` + s[28:])
+}
+
+// plural is "1 error", "2 errors", "10,000 runs", for any integer n (or its
+// decimal string).
 func plural(n any, noun string) string {
-	s := fmt.Sprint(n)
+	s := num(n)
 	if s == "1" {
 		return "1 " + noun
 	}
 	return s + " " + noun + "s"
+}
+
+// num is an integer with its thousands separated: "10,000".
+func num(n any) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	digits := strings.TrimPrefix(s, "-")
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return s
+		}
+	}
+	var b strings.Builder
+	for i, c := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// uninformative are the error types that say nothing a message does not:
+// what errors.New, fmt.Errorf and errors.Join return, and the wrappers a
+// workflow's own error is recorded as.
+var uninformative = map[string]bool{
+	"": true, "*errors.errorString": true, "*fmt.wrapError": true, "*fmt.wrapErrors": true, "*errors.joinError": true,
+}
+
+// errType is the recorded Go type of an error when it tells more than its
+// message ("*url.Error", "shop.DeclinedError", "tenure.Indeterminate"),
+// else "": the pages lead with the message and show the type after it only
+// then (an error of errors.New is a *errors.errorString, whatever it says).
+func errType(t string) string {
+	if uninformative[t] {
+		return ""
+	}
+	return t
+}
+
+// errorText is an error as a tooltip says it: its message, then its type
+// when that is informative.
+func errorText(typ, msg string) string {
+	if t := errType(typ); t != "" {
+		return msg + " (" + t + ")"
+	}
+	return msg
+}
+
+// spent says what a failed step spent: "3 attempts (3 errors, 0
+// rescues)"; for a step that gave up on a lost attempt (indeterminate, or
+// out of rescues), "1 attempt, lost" or "2 attempts (0 errors, 1 rescue),
+// the last lost". A rescue is an attempt that followed a lost one.
+func spent(f operator.Failure) string {
+	lost := f.Reason == policy.Indeterminate || f.Reason == policy.RescuesExhausted
+	if lost && f.Attempts == 1 && f.Errors == 0 && f.Rescues == 0 {
+		return "1 attempt, lost"
+	}
+	s := fmt.Sprintf("%s (%s, %s)", plural(f.Attempts, "attempt"), plural(f.Errors, "error"), plural(f.Rescues, "rescue"))
+	if lost {
+		s += ", the last lost"
+	}
+	return s
 }
 
 // parsePages parses each page with the layout: one template set per page,
@@ -89,8 +181,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p.Root = root(r)
 	p.Writes = h.cfg.Writes
 	p.CSRF = h.csrfToken(w, r)
-	p.Orphans = h.orphans.get(orphanTTL, func() ([]operator.Orphans, error) { return h.op.Orphans(r.Context()) },
-		func(err error) { h.log.Warn("ui: orphaned runs", "err", err) })
+	p.Orphans = h.orphansNow(r.Context())
 	if repl := h.replication.get(replicationTTL, func() (operator.Replication, error) { return h.op.Replication(r.Context()) },
 		func(err error) { h.log.Warn("ui: replication", "err", err) }); repl.Mode == "asynchronous" {
 		p.Replication = &repl
@@ -106,6 +197,14 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// orphansNow is the queued runs no live worker serves, by workflow and
+// queue, as the banner of every page shows them (read at most every
+// orphanTTL).
+func (h *handler) orphansNow(ctx context.Context) []operator.Orphans {
+	return h.orphans.get(orphanTTL, func() ([]operator.Orphans, error) { return h.op.Orphans(ctx) },
+		func(err error) { h.log.Warn("ui: orphaned runs", "err", err) })
 }
 
 // errorPage is the Data of the error page.

@@ -23,6 +23,7 @@ type runPage struct {
 	Steps      []stepView
 	Attempts   []attemptView
 	Timeline   timeline
+	Waiting    *waiting // what a queued run waits for; nil for none
 	Audit      []operator.AuditEntry
 	Children   []operator.ChildRun
 	CanRequeue bool
@@ -112,7 +113,8 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		CanRequeue: h.cfg.Writes && run.Status == sdk.RunFailed,
 		CanCancel:  h.cfg.Writes && (run.Status == sdk.RunQueued || run.Status == sdk.RunRunning),
 		Cancelled:  r.URL.Query().Get("cancelled"),
-		Timeline:   h.buildTimeline(run, steps, attempts, now)}
+		Timeline:   h.buildTimeline(run, steps, attempts, audit, now),
+		Waiting:    waitingFor(run, steps, attempts, h.orphansNow(ctx), now)}
 	counts := map[int]int{}
 	for _, a := range attempts { // duration and budget as the attempt_timeline view gives them
 		counts[a.Step]++
@@ -164,14 +166,15 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
+	var members []operator.FailureMember
 	var rows []operator.Failure
-	if run.Status == sdk.RunFailed && run.Failure != nil {
-		rows = []operator.Failure{*run.Failure}
+	if f := run.Failure; run.Status == sdk.RunFailed && f != nil {
+		members = []operator.FailureMember{{ID: f.ID, RunID: f.RunID, Workflow: f.Workflow, Activity: f.Activity, Reason: f.Reason, FailedAt: f.FailedAt}}
+		rows = []operator.Failure{*f}
 	}
-	p := previewPage{Rows: rows, Total: len(rows), Set: candidateSet(rows), Note: r.PostFormValue("note"),
-		Action: "runs/" + id.String() + "/requeue", Back: "runs/" + id.String(), Max: maxPreview}
-	p.withLost()
-	if len(rows) == 0 {
+	p := newPreview(members, rows)
+	p.Note, p.Action, p.Back = r.PostFormValue("note"), "runs/"+id.String()+"/requeue", "runs/"+id.String()
+	if len(members) == 0 {
 		p.Changed = fmt.Sprintf("Run %s is %s, not failed: there is nothing to requeue.", id, run.Status)
 		status := http.StatusOK
 		if r.PostFormValue("confirm") == "1" {

@@ -40,7 +40,7 @@ func TestRunTimeline_MarksSleepsSignalsAndChildren(t *testing.T) {
 	}
 	body := want(t, f.get("runs/"+parent.String()), http.StatusOK, `<svg data-testid="timeline"`,
 		`class="k-sleep"`, `class="m-sleep"`, `class="m-signal"`, `received signal #\d+`, `class="k-child c-completed"`,
-		`<a href="../runs/`+child.String()+`">`, `data-testid="child-link" href="../runs/`+child.String()+`"`)
+		`<a href="../runs/`+child.String()+`" class="mono id"`, `data-testid="child-link" href="../runs/`+child.String()+`"`)
 	if strings.Contains(body, `policy?run=`+parent.String()+`&amp;step=2`) {
 		t.Fatal("a sleep step links to a retry policy")
 	}

@@ -1,0 +1,129 @@
+package ui
+
+import (
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// waiting is what a run that is not running an attempt waits for, in the
+// words of the run page: a sleep until a time, a signal, a child run, the
+// end of a backoff after a failed attempt, its due time, a worker, and
+// whether any live worker serves its workflow on its queue at all.
+// (Flow-control limits do not exist yet: a run never waits for one.)
+type waiting struct {
+	// Kind is sleep, signal, child, backoff, due (not before a time it was
+	// given) or turn (due now: the next free worker takes it).
+	Kind  string
+	Until time.Time // the sleep's or backoff's end, the signal's timeout, the due time; zero: none
+	Step  int
+	Name  string // the signal's name; the activity of a backoff
+
+	Child       uuid.UUID
+	ChildName   string // its workflow
+	ChildStatus sdk.RunStatus
+
+	// Attempt, Error, Delay and Source are the failed attempt a backoff
+	// follows, and the delay chosen after it.
+	Attempt int
+	Error   string
+	Delay   time.Duration
+	Source  string
+	// Held is set for a backoff the worker that holds the run sleeps
+	// (short delays), rather than one the run waits for queued.
+	Held bool
+
+	// Unserved: no live worker serves Workflow on Queue, so the run waits
+	// for one to start even once it is due.
+	Unserved        bool
+	Workflow, Queue string
+}
+
+// Due reports whether the wait is over and the run waits for a worker only.
+func (w waiting) Due() bool { return w.Kind == "turn" }
+
+// waitingFor says what run waits for, from its row, its steps and
+// attempts, and the (workflow, queue) pairs no live worker serves; nil for
+// a run that is finished, or running an attempt or its workflow code.
+func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Attempt, orphans []operator.Orphans, now time.Time) *waiting {
+	switch run.Status {
+	case sdk.RunQueued, sdk.RunRunning:
+	default:
+		return nil
+	}
+	w := &waiting{Workflow: run.Workflow, Queue: run.Queue}
+	if run.Status == sdk.RunQueued {
+		for _, o := range orphans {
+			if o.Workflow == run.Workflow && o.Queue == run.Queue {
+				w.Unserved = true
+			}
+		}
+	}
+	var last *operator.Attempt // the latest attempt to start
+	for i := range attempts {
+		if last == nil || attempts[i].StartedAt.After(last.StartedAt) {
+			last = &attempts[i]
+		}
+	}
+	backoff := func() bool {
+		if last == nil || last.EndedAt == nil || last.Delay == nil || *last.Delay <= 0 ||
+			(last.Status != sdk.AttemptFailed && last.Status != sdk.AttemptTimedOut) {
+			return false
+		}
+		for _, s := range steps {
+			if s.Step == last.Step && s.Status != sdk.StepRunning {
+				return false // the step ended since: no attempt follows
+			}
+		}
+		w.Kind, w.Step, w.Name, w.Attempt = "backoff", last.Step, last.Activity, last.Attempt
+		w.Error, w.Delay, w.Source = errorText(last.ErrorType, truncate(160, last.ErrorMessage)), *last.Delay, last.DelaySource
+		w.Until = last.EndedAt.Add(*last.Delay)
+		return true
+	}
+	if run.Status == sdk.RunRunning {
+		if last != nil && last.EndedAt != nil && backoff() && w.Until.After(now) {
+			w.Held = true
+			return w
+		}
+		return nil // an attempt, or the workflow's own code, runs
+	}
+	kind, arg, _ := strings.Cut(run.WaitingFor, ":")
+	waitStep := func(k sdk.StepKind) {
+		for _, s := range steps {
+			if s.Kind == k && s.Status == sdk.StepWaiting {
+				w.Step = s.Step
+				if k == sdk.KindChild {
+					w.ChildName, w.ChildStatus = s.Activity, s.ChildStatus
+				}
+			}
+		}
+	}
+	switch kind {
+	case "sleep":
+		w.Kind, w.Until = "sleep", run.RunAfter
+		waitStep(sdk.KindSleep)
+	case "signal":
+		w.Kind, w.Name, w.Until = "signal", arg, run.RunAfter
+		waitStep(sdk.KindSignal)
+	case "child":
+		w.Kind, w.Until = "child", run.RunAfter
+		if id, err := uuid.Parse(arg); err == nil {
+			w.Child = id
+		}
+		waitStep(sdk.KindChild)
+	default:
+		switch {
+		case run.RunAfter.After(now) && backoff():
+			w.Until = run.RunAfter // the durable backoff: the run is due then
+		case run.RunAfter.After(now):
+			w.Kind, w.Until = "due", run.RunAfter
+		default:
+			w.Kind, w.Until = "turn", run.RunAfter
+		}
+	}
+	return w
+}
