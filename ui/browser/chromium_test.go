@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -157,6 +159,25 @@ func (b *browser) load(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// loadStatus is load for a page that must answer status, not 200: an
+// error page the engineer is meant to see.
+func (b *browser) loadStatus(what string, status int, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.tab, actionTimeout)
+	defer cancel()
+	resp, err := chromedp.RunResponse(ctx, steps...)
+	if err != nil {
+		b.t.Fatalf("%s: %v (page %s)", what, err, b.location())
+	}
+	if resp == nil || resp.Status != int64(status) {
+		got := "no page"
+		if resp != nil {
+			got = fmt.Sprint(resp.Status)
+		}
+		b.t.Fatalf("%s: answered %s, want %d:\n%s", what, got, status, b.bodyText())
+	}
+}
+
 // open navigates to path, relative to the UI's base URL.
 func (b *browser) open(path string) {
 	b.t.Helper()
@@ -283,4 +304,55 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// fits fails the test when the page is wider than the window, so that it
+// would scroll sideways, naming the elements that stick out; and when a
+// label of one of its charts runs past the chart's edge.
+func (b *browser) fits(page string) {
+	b.t.Helper()
+	w := run(b, "measure "+page, chromedp.Evaluate[[]int](
+		`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+	if w[0] > w[1] {
+		out := run(b, "find what sticks out of "+page, chromedp.Evaluate[[]string](`(() => {
+			const right = document.documentElement.clientWidth;
+			return Array.from(document.querySelectorAll('body *'))
+				.filter(e => e.getBoundingClientRect().right > right + 0.5)
+				.slice(0, 8)
+				.map(e => e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined ? '.' + e.className : '') +
+					' ' + Math.round(e.getBoundingClientRect().right) + 'px: ' + (e.innerText || e.textContent || '').slice(0, 60));
+		})()`))
+		b.t.Errorf("%s is %d px wide in a window of %d: it scrolls sideways; sticking out:\n%s", page, w[0], w[1], strings.Join(out, "\n"))
+	}
+	cut := run(b, "look for cut labels on "+page, chromedp.Evaluate[[]string](`(() => {
+		const cut = [];
+		for (const svg of document.querySelectorAll('svg[viewBox]')) {
+			const vb = svg.viewBox.baseVal;
+			for (const t of svg.querySelectorAll('text')) {
+				const r = t.getBBox();
+				if (r.x < -0.5 || r.x + r.width > vb.width + 0.5) cut.push(t.textContent + ' at ' + Math.round(r.x) + '..' + Math.round(r.x + r.width) + ' of ' + vb.width);
+			}
+		}
+		return cut;
+	})()`))
+	if len(cut) > 0 {
+		b.t.Errorf("%s: labels cut by their chart's edge: %q", page, cut)
+	}
+}
+
+// colorScheme makes the page's prefers-color-scheme the one given ("dark",
+// "light"), as the system setting of a reader would.
+func (b *browser) colorScheme(scheme string) {
+	b.t.Helper()
+	b.do("prefer a "+scheme+" colour scheme", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	}))
+}
+
+// eval evaluates a JavaScript expression on the page.
+func eval[T any](b *browser, what, js string) T {
+	b.t.Helper()
+	return run(b, what, chromedp.Evaluate[T](js))
 }

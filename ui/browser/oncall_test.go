@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -126,6 +127,35 @@ func TestUI_OnCallEngineerRequeuesAFailedRun(t *testing.T) {
 	if history := b.texts(`tr[data-testid="audit-row"]`); len(history) != 1 || !strings.Contains(history[0], note) {
 		t.Errorf("the run's requeue history %q, want the requeue with its note", history)
 	}
+	if n := eval[int](b, "count the requeues drawn", `document.querySelectorAll('svg[data-testid="timeline"] [data-testid="timeline-requeue"]').length`); n != 1 {
+		t.Errorf("the timeline marks %d requeues, want 1", n)
+	}
+
+	// Had the fix taken ten minutes, the attempts before the requeue would
+	// still be drawn to scale: the ten minutes are a break of the axis.
+	if _, err := s.pool.Exec(t.Context(), strings.ReplaceAll(`
+		WITH r AS (SELECT at FROM {schema}.audit_log WHERE $1 = ANY (run_ids))
+		UPDATE {schema}.attempts a SET started_at = a.started_at - interval '10 minutes', ended_at = a.ended_at - interval '10 minutes'
+		FROM r WHERE a.run_id = $1 AND a.started_at < r.at`, "{schema}", pgx.Identifier{s.schema}.Sanitize()), failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), strings.ReplaceAll(`
+		UPDATE {schema}.runs SET created_at = created_at - interval '10 minutes' WHERE id = $1;`, "{schema}", pgx.Identifier{s.schema}.Sanitize()), failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.load("reload the run page", chromedp.Reload())
+	gaps := eval[[]string](b, "read the breaks", `Array.from(document.querySelectorAll('svg[data-testid="timeline"] [data-testid="timeline-gap"] text'), e => e.lastChild.textContent)`)
+	if len(gaps) == 0 || gaps[0] != "10m" {
+		t.Errorf("the timeline's breaks %q, want the first of 10m", gaps)
+	}
+	widths := eval[[]float64](b, "measure the attempts", `Array.from(document.querySelectorAll('svg[data-testid="timeline"] rect[class^="a-"]'), r => r.getBBox().width)`)
+	for _, w := range widths {
+		if w < 2 {
+			t.Errorf("an attempt is %.1f px wide on the timeline: %v", w, widths)
+		}
+	}
+	b.fits("the page of a requeued run")
+	b.screenshot("run-requeued")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if out, err := failed.Result(ctx); err != nil || out != "receipt: charged 4200 XTS" {

@@ -117,6 +117,10 @@ func TestUI_LostPaymentsAreRequeuedOnlyOnceTheyAreChecked(t *testing.T) {
 	if got := b.text(runWarning); !strings.Contains(got, "pay-supplier is at most once") {
 		t.Fatalf("the run page's requeue says %q, want a warning naming pay-supplier", got)
 	}
+	// Its one attempt was lost, and nothing rescued it.
+	if got := b.text(`[data-testid="failure-attempts"]`); got != "1 attempt, lost" {
+		t.Fatalf("the failure's attempts read %q, want 1 attempt, lost", got)
+	}
 	b.fill(requeueForm+` [name="note"]`, "INC-12: the bank has no payout-7")
 	b.follow(dryRun)
 	if w := b.text(lostWarning); !strings.HasPrefix(w, "Requeueing runs an at-most-once activity again. This run failed indeterminate in pay-supplier") {

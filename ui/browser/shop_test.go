@@ -55,7 +55,15 @@ type shop struct {
 	// activity: paying twice is the bug to avoid. While bankSilent is set,
 	// each of its attempts says so on paying and then waits for the bank's
 	// answer until the run's lease is lost (see cutOff).
-	payout     *sdk.Workflow[payment, string]
+	payout *sdk.Workflow[payment, string]
+	// refund waits for the signal "approved" with no timeout; nightly
+	// sleeps six hours; credit's bureau answers 503 and its retry waits ten
+	// minutes, suspended (queued, due then): runs that wait, each for
+	// something else.
+	refund  *sdk.Workflow[string, string]
+	nightly *sdk.Workflow[string, string]
+	credit  *sdk.Workflow[string, string]
+
 	bankSilent atomic.Bool
 	paying     chan string // the payment IDs of attempts that wait
 	bankMu     sync.Mutex
@@ -149,6 +157,21 @@ func newShop(t *testing.T) *shop {
 	s.payout = sdk.NewWorkflow("payout", func(ctx context.Context, p payment) (string, error) {
 		return sdk.Execute(ctx, paySupplier, p)
 	})
+	s.refund = sdk.NewWorkflow("approve-refund", func(ctx context.Context, id string) (string, error) {
+		return sdk.Receive[string](ctx, "approved", 0)
+	})
+	s.nightly = sdk.NewWorkflow("nightly-report", func(ctx context.Context, day string) (string, error) {
+		if err := sdk.Sleep(ctx, 6*time.Hour); err != nil {
+			return "", err
+		}
+		return "report of " + day, nil
+	})
+	bureau := activities.New("credit-bureau", func(ctx context.Context, customer string) (string, error) {
+		return "", errors.New("credit bureau: 503 Service Unavailable")
+	}, policy.MaxAttempts(3), policy.Constant(10*time.Minute), policy.Jitter(policy.NoJitter))
+	s.credit = sdk.NewWorkflow("check-credit", func(ctx context.Context, customer string) (string, error) {
+		return sdk.Execute(ctx, bureau, customer)
+	})
 	if s.internal, err = internalstore.New(pool, internalstore.WithSchema(s.schema)); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +187,7 @@ func newShop(t *testing.T) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.worker.Register(s.checkout, s.payout); err != nil {
+	if err := s.worker.Register(s.checkout, s.payout, s.refund, s.nightly, s.credit); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.worker.Start(context.WithoutCancel(ctx)); err != nil {

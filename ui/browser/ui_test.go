@@ -7,8 +7,8 @@ import (
 	"github.com/tenurehq/tenure/ui"
 )
 
-// token is what the test's UI asks of a write.
-const token = "t0p-secret-for-the-browser-test"
+// token is what the test's UI asks of a write: 32 hex digits, 128 bits.
+const token = "5e1f0c3a9b7d24e68f0a1c3e5b7d9f21"
 
 // browse serves the shop's UI with writes enabled, mounted under /tenure/ as
 // a host application would mount it, opens it in a new browser, and logs
@@ -16,7 +16,18 @@ const token = "t0p-secret-for-the-browser-test"
 // test ends.
 func (s *shop) browse() *browser {
 	s.t.Helper()
-	h, err := ui.New(ui.Config{Operator: s.op, Writes: true, Token: token})
+	b := s.browseWith(ui.Config{Writes: true, Token: token})
+	b.open("login?token=" + token)
+	return b
+}
+
+// browseWith serves the shop's UI with cfg (its Operator set to the
+// shop's), mounted under /tenure/, and opens it in a new browser, not
+// logged in.
+func (s *shop) browseWith(cfg ui.Config) *browser {
+	s.t.Helper()
+	cfg.Operator = s.op
+	h, err := ui.New(cfg)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -24,7 +35,5 @@ func (s *shop) browse() *browser {
 	mux.Handle("/tenure/", http.StripPrefix("/tenure", h))
 	srv := httptest.NewServer(mux)
 	s.t.Cleanup(srv.Close)
-	b := newBrowser(s.t, srv.URL+"/tenure/")
-	b.open("login?token=" + token)
-	return b
+	return newBrowser(s.t, srv.URL+"/tenure/")
 }
