@@ -125,7 +125,7 @@ func ListenWarning(addr string) string {
 	if host == "" || ip != nil && ip.IsUnspecified() {
 		where = "on every network interface (" + addr + ")"
 		if port != "" {
-			where = "on every network interface, port " + port + " (--addr " + addr + ")"
+			where = "on every network interface, port " + port + " (--addr)"
 		}
 	} else {
 		where += " (--addr), not a loopback address"

@@ -65,7 +65,7 @@ func TestListenWarning_ForEveryAddressButLoopback(t *testing.T) {
 		}
 	}
 	for addr, want := range map[string]string{
-		"0.0.0.0:8080":     "on every network interface, port 8080 (--addr 0.0.0.0:8080)",
+		"0.0.0.0:8080":     "on every network interface, port 8080 (--addr)",
 		"[::]:8080":        "on every network interface, port 8080",
 		":8080":            "on every network interface",
 		"192.168.1.7:8080": "on 192.168.1.7:8080 (--addr), not a loopback address",
