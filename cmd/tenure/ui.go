@@ -44,7 +44,7 @@ purge is previewed first and recorded in the audit log with its note.
 It stops on SIGINT or SIGTERM, letting requests in flight finish.`,
 		Example: `  tenure ui
   tenure ui --addr 127.0.0.1:9090 --hide-payloads
-  TENURE_UI_TOKEN=s3cret tenure ui --write
+  TENURE_UI_TOKEN=$(openssl rand -hex 16) tenure ui --write
   tenure ui --write --trace-url 'https://tempo.example/trace/{trace_id}?span={span_id}'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -30,13 +30,16 @@ func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
 	failed := h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: "retries_exhausted"})
 	h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: "retries_exhausted"})
 	h.run(outcome{workflow: "import", activity: "fetch", errors: 1, reason: "non_retryable"})
-	h.run(outcome{workflow: "orders", activity: "email", errors: 2})
+	completed := h.run(outcome{workflow: "orders", activity: "email", errors: 2})
 
 	schema := pgx.Identifier{st.Schema()}.Sanitize() + "."
 	runID := "'" + failed.String() + "'"
 	requeued := 0
 	for i, b := range blocks {
 		q := strings.ReplaceAll(b[1], "tenure.", schema)
+		if strings.Contains(q, "delete_run(") { // a finished run's
+			q = strings.ReplaceAll(q, ":'run_id'", "'"+completed.String()+"'::uuid")
+		}
 		q = strings.ReplaceAll(q, ":'run_id'", runID+"::uuid")
 		rows, err := st.Pool().Query(t.Context(), q)
 		if err != nil {

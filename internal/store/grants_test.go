@@ -176,10 +176,19 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := operator.CancelRun(t.Context(), l.RunID); err != nil {
 		t.Errorf("cancel as the operator role: %v", err)
 	}
+	// tenure runs start and runs delete, as the operator role.
+	started := store.NewRun{ID: uuid.New(), Workflow: "wf", Queue: "default", Input: []byte(`{}`)}
+	if _, err := operator.InsertRuns(t.Context(), operator.Pool(), []store.NewRun{started}); err != nil {
+		t.Errorf("start a run as the operator role: %v", err)
+	}
+	done := h.run(outcome{workflow: "wf", activity: "d"})
+	if _, err := operator.DeleteRun(t.Context(), done, "op"); err != nil {
+		t.Errorf("delete a finished run as the operator role: %v", err)
+	}
 	if r, err := readonly.GetRun(t.Context(), l.RunID); err != nil || r.CancelRequested == nil {
 		t.Errorf("a run whose cancel is a wake, read by the read-only role: %+v, %v", r, err)
 	}
-	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 4 || audit[3].Actor != roles["tenure_worker"] {
+	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 5 || audit[4].Actor != roles["tenure_worker"] || audit[0].Action != "delete" {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)
 	}
 }
