@@ -1,5 +1,6 @@
--- Tenure schema, version 14: one finished run deleted by a person, audited
--- as a purge is (operator.Operator.DeleteRun, tenure runs delete, SQL).
+-- Tenure schema, version 14: one finished run (and its child runs) deleted
+-- by a person, audited as a purge is (operator.Operator.DeleteRun, tenure
+-- runs delete, SQL).
 
 -- The audit log's actions gain 'delete'. The list is read back from the
 -- constraint and extended, rather than written out again, so that this
@@ -22,30 +23,50 @@ END
 $$;
 
 -- delete_run deletes one finished run (completed, failed or cancelled) with
--- its steps, attempts, signals, events, wakes and failure rows (the
--- cascades of DELETE FROM runs), and writes an audit row: action 'delete',
--- the run in run_ids, its workflow, status and key in filter, the failure
--- rows deleted and the note. It returns how many failure rows went with it.
--- It deletes nothing, and raises:
+-- everything recorded for it: its steps, attempts, signals, events, wakes and
+-- failure rows (the cascades of DELETE FROM runs). Its child runs go with it,
+-- and theirs, and so on: a child holds what its parent gave it (its input
+-- came from the parent's code, often the same personal data), it cannot be
+-- requeued usefully once the parent is gone, and a child kept would name in
+-- parent_run_id a run that no longer exists. Every one of them must have
+-- finished too.
+--
+-- It writes one audit row: action 'delete', runs and failures deleted, every
+-- run deleted in run_ids (the run first), the run's ID, workflow and status
+-- in filter, and the note. The audit log is never deleted, so it keeps no
+-- run key, not even a hash of it: keys are often business identifiers (an
+-- e-mail address, an order number), and a hash of one is found again by
+-- hashing the candidates, so it would keep what an erasure request asks to
+-- remove. The run ID is what links the audit row to the application's own
+-- records. The note is kept as given: it should say why (a ticket), not
+-- whose.
+--
+-- It returns the runs and failure rows deleted. It deletes nothing, and
+-- raises:
 --   no_data_found (P0002)                     for a run that does not exist;
 --   object_not_in_prerequisite_state (55000)  for a run queued or running:
 --                                             cancel it first, or wait;
 --   TN003  for a child run whose parent may still replay it (queued,
 --          running, or failed and so requeueable: a replay of the parent's
---          child step reads the child's result), and for a run with
---          children still queued or running (their end wakes it).
--- The run's row is locked first, so a requeue of it in flight is either
--- before (the run is queued: refused) or after (it finds no run).
+--          child step reads the child's result), and for a run with child
+--          runs (or theirs) still queued or running (their end wakes their
+--          parent).
+-- The run's row is locked first, then its child runs' level by level, so a
+-- requeue of one of them in flight is either before (it is queued: refused)
+-- or after (it finds no run).
 CREATE FUNCTION {schema}.delete_run(run uuid, note text DEFAULT NULL)
-RETURNS bigint
+RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
 LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
 DECLARE
     r      record;
     parent text;
+    ids    uuid[];
+    kids   uuid[];
     busy   bigint;
     nf     bigint;
 BEGIN
-    SELECT x.id, x.workflow, x.status, x.run_key, x.parent_run_id INTO r
+    SELECT x.id, x.workflow, x.status, x.parent_run_id INTO r
     FROM {schema}.runs x WHERE x.id = run
     FOR UPDATE;
     IF NOT FOUND THEN
@@ -60,22 +81,33 @@ BEGIN
         SELECT p.status INTO parent FROM {schema}.runs p WHERE p.id = r.parent_run_id;
         IF parent IN ('queued', 'running', 'failed') THEN
             RAISE EXCEPTION 'delete_run: run % is a child of run %, which is % and may replay it', run, r.parent_run_id, parent
-                USING ERRCODE = 'TN003', HINT = 'Delete the parent run first, or wait until it completes.';
+                USING ERRCODE = 'TN003', HINT = 'Delete the parent run first (its child runs go with it), or wait until it completes.';
         END IF;
     END IF;
-    SELECT count(*) INTO busy FROM {schema}.runs c WHERE c.parent_run_id = run AND c.status IN ('queued', 'running');
+    ids := ARRAY[run];
+    kids := ids;
+    LOOP
+        SELECT array_agg(c.id ORDER BY c.id) INTO kids
+        FROM (SELECT x.id FROM {schema}.runs x
+              WHERE x.parent_run_id = ANY (kids) AND x.id <> ALL (ids)
+              ORDER BY x.id
+              FOR UPDATE) c;
+        EXIT WHEN kids IS NULL;
+        ids := ids || kids;
+    END LOOP;
+    SELECT count(*) INTO busy FROM {schema}.runs c
+    WHERE c.id = ANY (ids[2:]) AND c.status IN ('queued', 'running');
     IF busy > 0 THEN
         RAISE EXCEPTION 'delete_run: run % has % still queued or running', run,
-            CASE WHEN busy = 1 THEN '1 child' ELSE busy || ' children' END
-            USING ERRCODE = 'TN003', HINT = 'Wait for its children to end, or cancel them.';
+            CASE WHEN busy = 1 THEN '1 child run' ELSE busy || ' child runs' END
+            USING ERRCODE = 'TN003', HINT = 'Wait for its child runs to end, or cancel them.';
     END IF;
-    SELECT count(*) INTO nf FROM {schema}.failures f WHERE f.run_id = run;
-    DELETE FROM {schema}.runs x WHERE x.id = run;
+    SELECT count(*) INTO nf FROM {schema}.failures f WHERE f.run_id = ANY (ids);
+    DELETE FROM {schema}.runs x WHERE x.id = ANY (ids);
     INSERT INTO {schema}.audit_log (action, runs, failures, filter, run_ids, note)
-    VALUES ('delete', 1, nf,
-            jsonb_strip_nulls(jsonb_build_object('run_id', run, 'workflow', r.workflow, 'status', r.status,
-                                                 'key', r.run_key)),
-            ARRAY[run], delete_run.note);
-    RETURN nf;
+    VALUES ('delete', cardinality(ids), nf,
+            jsonb_build_object('run_id', run, 'workflow', r.workflow, 'status', r.status),
+            ids, delete_run.note);
+    RETURN QUERY SELECT cardinality(ids)::bigint, nf;
 END
 $$;

@@ -77,16 +77,17 @@ func ExampleOperator_SearchRuns() {
 }
 
 // One finished run deleted, with its failure rows, and counted in the
-// audit log; a run still queued is refused.
+// audit log, which keeps its ID, workflow and status but not its key (here
+// an e-mail address); a run still queued is refused.
 func ExampleOperator_DeleteRun() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
 	ids := fabricate(pool, schema,
-		storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 1, Reason: sdk.ReasonNonRetryable})
+		storetest.Outcome{Workflow: "orders", Activity: "charge", Key: "ada@example.com", Errors: 1, Reason: sdk.ReasonNonRetryable})
 	op, _ := operator.New(pool, operator.WithSchema(schema))
 
-	deleted, err := op.DeleteRun(ctx, ids[0], "GDPR-7: erase order 42")
+	deleted, err := op.DeleteRun(ctx, ids[0], "GDPR-7: erasure request")
 	if err != nil {
 		panic(err)
 	}
@@ -94,7 +95,8 @@ func ExampleOperator_DeleteRun() {
 	_, err = op.Run(ctx, ids[0])
 	fmt.Println(errors.Is(err, operator.ErrNotFound))
 	audit, _ := op.AuditLog(ctx, 1)
-	fmt.Println(audit[0].Action, audit[0].Runs, audit[0].Failures, audit[0].Filter["status"], audit[0].Note)
+	_, keyKept := audit[0].Filter["key"]
+	fmt.Println(audit[0].Action, audit[0].Runs, audit[0].Failures, audit[0].Filter["status"], audit[0].RunIDs[0] == ids[0], keyKept, audit[0].Note)
 
 	queued, _ := op.Start(ctx, "orders", nil, operator.StartOptions{})
 	_, err = op.DeleteRun(ctx, queued.ID, "")
@@ -102,6 +104,6 @@ func ExampleOperator_DeleteRun() {
 	// Output:
 	// deleted 1 run and 1 failure row
 	// true
-	// delete 1 1 failed GDPR-7: erase order 42
+	// delete 1 1 failed true false GDPR-7: erasure request
 	// true
 }

@@ -124,23 +124,29 @@ func (op *Operator) CountRuns(ctx context.Context, q RunSearch) (int64, error) {
 }
 
 // DeleteRun deletes one finished run (completed, failed or cancelled) with
-// its steps, attempts, signals, events and failure rows, through the SQL
-// function delete_run, and records it in the audit log (action delete) with
-// note. It returns what it deleted: one run, and its failure rows. It
-// returns an error wrapping ErrNotFound for a run that does not exist and
-// ErrNotFinished for one queued or running, and refuses a child run whose
-// parent may still replay it (the parent is queued, running, or failed and
-// so may be requeued) and a run with children still queued or running.
-// PurgeCompleted and PurgeFailures delete by age.
+// its steps, attempts, signals, events, wakes and failure rows, and its
+// child runs with theirs (and so on), through the SQL function delete_run,
+// and records it in one audit log row (action delete) with note. It
+// returns what it deleted: the runs (the run and its descendants) and
+// their failure rows.
+//
+// The audit row keeps the run's ID, workflow and status, and the ID of
+// every run deleted, but not the run's key, nor a hash of it: a key is
+// often a business identifier (an e-mail address, an order number), and
+// the audit log is kept for good. The note is kept as given, so it should
+// say why (a ticket), not whose.
+//
+// It returns an error wrapping ErrNotFound for a run that does not exist
+// and ErrNotFinished for one queued or running, and refuses a child run
+// whose parent may still replay it (the parent is queued, running, or
+// failed and so may be requeued: delete the parent instead) and a run with
+// child runs still queued or running. PurgeCompleted and PurgeFailures
+// delete by age.
 func (op *Operator) DeleteRun(ctx context.Context, runID uuid.UUID, note string) (Purged, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return Purged{}, err
 	}
-	n, err := op.store.DeleteRun(ctx, runID, note)
-	if err != nil {
-		return Purged{}, err
-	}
-	return Purged{Runs: 1, Failures: n}, nil
+	return op.store.DeleteRun(ctx, runID, note)
 }
