@@ -8,6 +8,13 @@
 // lists the migrations this binary carries and which are applied; the CLI's
 // `tenure migrate up` and `tenure migrate status` do the same.
 //
+// MigrationScript returns, without applying it, the Script that Migrate
+// would run (ScriptFrom, the one from a given version, reads no database):
+// its SQL method writes the very statements Migrate runs as one
+// transaction, for a DBA to review or to apply with psql or another
+// migration tool (`tenure migrate up --print-sql`). The script checks, under
+// the lock, that the schema is still at the version it was made for.
+//
 // All tables live in one schema, DefaultSchema unless WithSchema names
 // another; clients, workers and operators name the same one (sdk.WithSchema,
 // runtime.Config.Schema, operator.WithSchema). Migrations need DDL rights;

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
@@ -41,4 +43,56 @@ func ExampleMigrate() {
 	// 12 checks true
 	// 13 ui_polish true
 	// 14 cli true
+}
+
+// The SQL that Migrate would run, for a DBA to review or to apply with psql
+// (tenure migrate up --print-sql): nothing for a schema already migrated,
+// every migration for one that does not exist yet.
+func ExampleMigrationScript() {
+	pool, schema, closeDB := exampledb.Open() // a pool and a schema already migrated once
+	defer closeDB()
+	ctx := context.Background()
+
+	sc, err := store.MigrationScript(ctx, pool, store.WithSchema(schema))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sc.From == store.LatestVersion(), len(sc.Migrations))
+
+	sc, err = store.MigrationScript(ctx, pool, store.WithSchema("billing_not_yet"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sc.From, sc.To == store.LatestVersion(), len(sc.Migrations) == sc.To)
+	sql := sc.SQL()
+	fmt.Print(sql[:strings.Index(sql, "CREATE TABLE")])
+	fmt.Print(sql[strings.LastIndex(sql, "\nINSERT"):])
+	// Output:
+	// true 0
+	// 0 true true
+	// BEGIN;
+	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
+	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
+	//
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (14, 'cli');
+	//
+	// COMMIT;
+}
+
+// The script from a version, without a database: here the migrations a
+// schema at version 12 lacks.
+func ExampleScriptFrom() {
+	sc, err := store.ScriptFrom(12, store.WithSchema("billing"))
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range sc.Migrations {
+		fmt.Println(m.Version, m.Name, strings.Contains(m.SQL, `"billing".`))
+	}
+	_, err = store.ScriptFrom(store.LatestVersion() + 1)
+	fmt.Println(errors.Is(err, store.ErrSchemaTooNew))
+	// Output:
+	// 13 ui_polish true
+	// 14 cli true
+	// true
 }

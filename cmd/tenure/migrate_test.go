@@ -28,6 +28,10 @@ func TestCLI_MigratePrintSQLIsWhatMigrateUpApplies(t *testing.T) {
 	if strings.Contains(r.stdout, "{schema}") || r.stderr != "" {
 		t.Fatalf("the script keeps a {schema} placeholder, or says something on stderr\n%s", r)
 	}
+	sc, err := store.MigrationScript(t.Context(), pool, store.WithSchema(s))
+	if err != nil || !strings.HasSuffix(r.stdout, "\n\n"+sc.SQL()) {
+		t.Fatalf("migrate up --print-sql prints another script than store.MigrationScript's (%v)\n%s", err, r)
+	}
 	expect(t, tenure(t, s, "migrate", "status"), 0, "pending") // printing applied nothing
 
 	if _, err := pool.Exec(t.Context(), r.stdout); err != nil {
@@ -76,4 +80,16 @@ func TestCLI_MigratePrintSQLIsWhatMigrateUpApplies(t *testing.T) {
 	}
 	expect(t, tenure(t, s, "migrate", "up", "--all"), 2, "--all is for --print-sql")
 	expect(t, tenure(t, s, "migrate", "--all"), 2, "--all is for --print-sql")
+
+	// A schema that a newer Tenure migrated: refused by --print-sql as by up.
+	if _, err := pool.Exec(t.Context(), `INSERT INTO `+s+`.schema_version (version, name) VALUES ($1, 'future')`, latest.Version+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "up", "--print-sql"}, {"migrate", "--print-sql", "--json"}} {
+		r := tenure(t, s, args...)
+		expect(t, r, 4, fmt.Sprintf("schema %q is at version %d, this binary knows up to %d", s, latest.Version+1, latest.Version))
+		if r.stdout != "" {
+			t.Fatalf("%v on a schema too new printed on stdout\n%s", args, r)
+		}
+	}
 }

@@ -57,48 +57,169 @@ func LatestVersion() int {
 // for the schema, applies every missing migration in one transaction and
 // records each version. It refuses (ErrSchemaTooNew) to touch a schema that a
 // newer Tenure migrated.
+//
+// It runs the statements of a Script, and nothing else: the preamble (the
+// lock, the schema, the version table), then, once it has read the version
+// under the lock, the Script from that version.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return err
 	}
-	schema := pgx.Identifier{o.schema}.Sanitize()
 	return poolerError(pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// One migrator per schema at a time; the lock ends with the transaction.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.' || $1))`, o.schema); err != nil {
-			return fmt.Errorf("migrate: lock: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema); err != nil {
-			return fmt.Errorf("migrate: create schema %s: %w", schema, err)
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schema+`.schema_version (
-			version    integer     PRIMARY KEY,
-			name       text        NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return fmt.Errorf("migrate: version table: %w", err)
+		for _, st := range preamble(o.schema) {
+			if _, err := tx.Exec(ctx, st.sql); err != nil {
+				return fmt.Errorf("migrate: %s: %w", st.what, err)
+			}
 		}
 		current, err := version(ctx, tx, o.schema)
 		if err != nil {
 			return err
 		}
-		latest := LatestVersion()
-		if current > latest {
-			return fmt.Errorf("migrate: %w: schema %q is at version %d, this binary knows up to %d", ErrSchemaTooNew, o.schema, current, latest)
+		sc, err := ScriptFrom(current, opts...)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
-		for _, m := range Migrations() {
-			if m.Version <= current {
-				continue
-			}
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{schema}", schema)); err != nil {
-				return fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.schema_version (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-				return fmt.Errorf("migrate: record %04d: %w", m.Version, err)
+		for _, st := range sc.body() {
+			if _, err := tx.Exec(ctx, st.sql); err != nil {
+				return fmt.Errorf("migrate: %s: %w", st.what, err)
 			}
 		}
 		return nil
 	}))
 }
+
+// Script is the SQL that Migrate runs to bring Schema from version From to
+// To (LatestVersion): Migrations, the ones after From in order, each with
+// the schema's name in its SQL. SQL writes it out as one transaction.
+type Script struct {
+	Schema     string
+	From, To   int
+	Migrations []Migration
+}
+
+// MigrationScript returns the Script that Migrate would run on the schema
+// now: from the version the schema is at (0 when the schema or its version
+// table does not exist). It changes nothing. It returns an error wrapping
+// ErrSchemaTooNew, as Migrate does, for a schema that a newer Tenure
+// migrated.
+func MigrationScript(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (Script, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return Script{}, err
+	}
+	v, err := version(ctx, pool, o.schema)
+	if err != nil && !errors.Is(err, ErrSchemaMissing) {
+		return Script{}, err
+	}
+	return ScriptFrom(v, opts...)
+}
+
+// ScriptFrom returns the Script that brings a schema at version from (0: an
+// empty or missing schema) to LatestVersion, without reading a database. It
+// returns an error wrapping ErrSchemaTooNew for a version after
+// LatestVersion.
+func ScriptFrom(from int, opts ...Option) (Script, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return Script{}, err
+	}
+	latest := LatestVersion()
+	switch {
+	case from > latest:
+		return Script{}, fmt.Errorf("%w: schema %q is at version %d, this binary knows up to %d", ErrSchemaTooNew, o.schema, from, latest)
+	case from < 0:
+		return Script{}, fmt.Errorf("tenure: schema version %d: want 0 or more", from)
+	}
+	sc := Script{Schema: o.schema, From: from, To: latest}
+	schema := pgx.Identifier{o.schema}.Sanitize()
+	for _, m := range Migrations() {
+		if m.Version > from {
+			m.SQL = strings.ReplaceAll(m.SQL, "{schema}", schema)
+			sc.Migrations = append(sc.Migrations, m)
+		}
+	}
+	return sc, nil
+}
+
+// SQL is the script as one transaction, for psql or another migration tool:
+// BEGIN, the preamble that Migrate runs first, a check that the schema is
+// still at version From (it raises an exception, and so applies nothing,
+// when the schema moved since the script was made), each migration followed
+// by the INSERT that records its version, and COMMIT. These are the very
+// statements Migrate runs.
+func (sc Script) SQL() string {
+	var b strings.Builder
+	b.WriteString("BEGIN;\n")
+	for _, st := range preamble(sc.Schema) {
+		b.WriteString(st.sql + ";\n")
+	}
+	for _, st := range sc.body() {
+		if st.migration != nil {
+			fmt.Fprintf(&b, "\n-- %04d_%s.sql\n\n", st.migration.Version, st.migration.Name)
+			b.WriteString(strings.TrimRight(st.sql, "\n") + "\n")
+			continue
+		}
+		b.WriteString("\n" + st.sql + ";\n")
+	}
+	b.WriteString("\nCOMMIT;\n")
+	return b.String()
+}
+
+// statement is one statement of a migration: what it does, for an error
+// message, and its SQL, complete (no parameters), so that Migrate runs
+// what Script.SQL prints.
+type statement struct {
+	what      string
+	sql       string
+	migration *Migration // set for a migration's own SQL
+}
+
+// preamble is what a migration of schema runs first: the lock that makes
+// one migrator per schema at a time (it ends with the transaction), the
+// schema and its version table.
+func preamble(schema string) []statement {
+	ident := pgx.Identifier{schema}.Sanitize()
+	return []statement{
+		{what: "lock", sql: `SELECT pg_advisory_xact_lock(hashtext(` + literal("tenure.migrate."+schema) + `))`},
+		{what: "create schema " + ident, sql: `CREATE SCHEMA IF NOT EXISTS ` + ident},
+		{what: "version table", sql: `CREATE TABLE IF NOT EXISTS ` + ident + `.schema_version (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now())`},
+	}
+}
+
+// body is what a migration runs after the preamble: the check that the
+// schema is still at sc.From, then each migration and the INSERT that
+// records it. Under Migrate, which read the version under the lock, the
+// check always passes; in a script applied later, it refuses a schema that
+// moved meanwhile, which the migrations would otherwise meet half applied.
+func (sc Script) body() []statement {
+	ident := pgx.Identifier{sc.Schema}.Sanitize()
+	out := []statement{{what: "check the version", sql: fmt.Sprintf(`DO $tenure$
+DECLARE
+    v integer;
+BEGIN
+    SELECT coalesce(max(version), 0) INTO v FROM %s.schema_version;
+    IF v <> %d THEN
+        RAISE EXCEPTION 'tenure: schema %% is at version %%, not %d as this script expects: nothing applied', %s, v
+            USING HINT = 'Print the script again (tenure migrate up --print-sql), or run tenure migrate up.';
+    END IF;
+END
+$tenure$`, ident, sc.From, sc.From, literal(sc.Schema))}}
+	for i := range sc.Migrations {
+		m := &sc.Migrations[i]
+		out = append(out,
+			statement{what: fmt.Sprintf("apply %04d_%s", m.Version, m.Name), sql: m.SQL, migration: m},
+			statement{what: fmt.Sprintf("record %04d", m.Version), sql: fmt.Sprintf(`INSERT INTO %s.schema_version (version, name) VALUES (%d, %s)`,
+				ident, m.Version, literal(m.Name))})
+	}
+	return out
+}
+
+// literal is s as an SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // MigrationStatus is one migration and whether the database has it.
 type MigrationStatus struct {
