@@ -111,6 +111,23 @@ UPDATE {schema}.failures f
 SET error_message = f.error_message
 WHERE f.requeued_at IS NULL;
 
+-- A failure row's rescues counts the attempts that rescued a lost one
+-- (attempts.is_rescue) since this version's release: a step that gave up on
+-- its lost attempt, failing indeterminate (at most once) or
+-- rescues_exhausted, rescued one fewer than it lost, and its row used to
+-- count the lost attempts ("1 attempt (0 errors, 1 rescue)" for a lost
+-- at-most-once attempt that nothing rescued). Those rows are exactly the
+-- ones of these two reasons with a step (a workflow that ran out of
+-- rescues outside its steps has none, and counted none); the others counted
+-- the same before. Cost: the rows of those two reasons only, open and
+-- requeued, read through failures_reason_time_idx, with their row locks.
+-- (A development database that ran the unreleased runtime of commit b657133
+-- on schema 12 has rows of the new count already, which this makes one
+-- fewer.)
+UPDATE {schema}.failures
+SET rescues = rescues - 1
+WHERE reason IN ('indeterminate', 'rescues_exhausted') AND step IS NOT NULL AND rescues > 0;
+
 -- Step 3: a plain column, kept by the trigger below.
 ALTER TABLE {schema}.failures ALTER COLUMN fingerprint DROP EXPRESSION;
 

@@ -63,12 +63,24 @@ type execution struct {
 	loadedAt time.Time
 }
 
-// budget is what a step has spent, for its failure row: attempts, errors,
-// and rescues. While the step runs, rescues counts its lost attempts (what
-// DecideRescue weighs: each was rescued, or the step gives up); once it
-// gave up on a lost attempt, that one is not counted (a rescue is an attempt
-// that follows a lost one, attempts.is_rescue).
+// budget is what a step has spent: attempts, errors, and rescues, which
+// counts its lost attempts (what DecideRescue weighs: each was rescued, or
+// the step gave up on it). Its failure row counts the rescues made instead
+// (rescued).
 type budget struct{ attempts, errors, rescues int }
+
+// rescued is how many of the step's attempts rescued a lost one
+// (attempts.is_rescue), what its failure row counts as rescues: every lost
+// attempt was rescued but the last one of a step that gave up on it,
+// failing indeterminate (at most once) or rescues_exhausted. This is the
+// one place of that rule; migration 13 applied it to the failure rows
+// written before it.
+func (b budget) rescued(reason sdk.Reason) int {
+	if (reason == sdk.ReasonIndeterminate || reason == sdk.ReasonRescuesExhausted) && b.rescues > 0 {
+		return b.rescues - 1
+	}
+	return b.rescues
+}
 
 func (w *Worker) newExecution(base context.Context, c store.Claimed, claimedAt time.Time) *execution {
 	seg := Segment{
@@ -198,11 +210,7 @@ func (e *execution) run() {
 	}
 	e.loadedAt = time.Now()
 	for n, s := range e.steps {
-		b := budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
-		if s.Status == store.StepFailed && s.LastStatus == store.AttemptLost && s.LastAttempt > s.BudgetFrom {
-			b.rescues-- // it gave up on its lost attempt (stepRun.run): that one was not rescued
-		}
-		e.counts[n] = b
+		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
 	}
 
 	o := e.invoke(wf) // does not return when the executor unwound the workflow (exit)
@@ -279,7 +287,7 @@ func (e *execution) runFailure(err error) store.Failure {
 	case errors.As(err, &ae):
 		b := e.counts[ae.Step]
 		f.Reason, f.Step, f.Activity = ae.Reason, ae.Step, ae.Activity
-		f.Attempts, f.Errors, f.Rescues = b.attempts, b.errors, b.rescues
+		f.Attempts, f.Errors, f.Rescues = b.attempts, b.errors, b.rescued(ae.Reason)
 		f.ErrorType = ae.Type
 		if s, ok := e.steps[ae.Step]; ok && ae.Err == nil {
 			f.ErrorMessage = s.ErrorMessage

@@ -113,18 +113,12 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 	switch last {
 	case sdk.AttemptLost:
 		// The last attempt's outcome is unknown. b.rescues counts the lost
-		// attempts, this one included, which is what DecideRescue weighs; a
-		// step that gives up here does not rescue this one, so its failure
-		// row counts one rescue fewer: the attempts that followed a lost one
-		// (attempts.is_rescue), not the attempts lost.
-		unrescued := s.b
-		unrescued.rescues--
+		// attempts, this one included, which is what DecideRescue weighs (a
+		// step that gives up here rescued one fewer: budget.rescued).
 		if s.pol.AtMostOnce {
-			s.e.counts[s.n] = unrescued
 			return nil, s.giveUp(sdk.ReasonIndeterminate, "attempt lost: the worker died, froze or was cut off while it ran; at-most-once: not run again", "tenure.Indeterminate", nil)
 		}
 		if !s.pol.DecideRescue(s.b.rescues) {
-			s.e.counts[s.n] = unrescued
 			return nil, s.giveUp(sdk.ReasonRescuesExhausted, fmt.Sprintf("%d attempts lost, budget MaxRescues=%d", s.b.rescues, s.pol.MaxRescues), "tenure.RescuesExhausted", nil)
 		}
 		rescue = true

@@ -136,3 +136,43 @@ func TestMigration13_RegroupsOpenFailuresWithoutARewrite(t *testing.T) {
 		t.Errorf("a row without a message has the fingerprint %q", *got)
 	}
 }
+
+// Migration 13 counts rescues in the failure rows written before it as the
+// runtime now does: a step that gave up on its lost attempt rescued one
+// fewer than it lost. The other rows are left as they were.
+func TestMigration13_CountsTheRescuesMadeInOldFailureRows(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	migrateTo(t, pool, schema, 12)
+	// Each row as the runtime of schema 12 wrote it, and its rescues after.
+	rows := []struct {
+		reason      string
+		step        int // 0: none
+		rescues     int
+		requeued    bool
+		wantRescues int
+	}{
+		{"indeterminate", 1, 1, false, 0},     // its only attempt lost: nothing rescued it
+		{"indeterminate", 2, 2, true, 1},      // lost, rescued, lost again: history too
+		{"rescues_exhausted", 1, 3, false, 2}, // MaxRescues 2: three lost, two rescues
+		{"rescues_exhausted", 0, 0, false, 0}, // the workflow reclaimed too often, outside its steps
+		{"retries_exhausted", 1, 2, false, 2}, // two lost attempts, both rescued, then errors
+		{"indeterminate", 1, 0, false, 0},     // nothing to take
+	}
+	for i, r := range rows {
+		exec(t, pool, schema, `
+			WITH r AS (INSERT INTO {schema}.runs (id, workflow, queue, input, status, epoch)
+			           VALUES (gen_random_uuid(), 'payouts', 'default', '{}', 'failed', 1) RETURNING id)
+			INSERT INTO {schema}.failures (id, run_id, workflow, reason, step, activity, attempts, rescues, requeued_at)
+			SELECT $1, r.id, 'payouts', $2, nullif($3, 0), 'pay', $4, $4, CASE WHEN $5 THEN now() END FROM r`,
+			i+1, r.reason, r.step, r.rescues, r.requeued)
+	}
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rows {
+		if got := query[int](t, pool, schema, `SELECT rescues FROM {schema}.failures WHERE id = $1`, i+1); got != r.wantRescues {
+			t.Errorf("a %s row with step %d and %d rescues has %d after the migration, want %d", r.reason, r.step, r.rescues, got, r.wantRescues)
+		}
+	}
+}
