@@ -154,3 +154,139 @@ $$;
 CREATE TRIGGER failures_fingerprint
     BEFORE INSERT OR UPDATE OF error_message ON {schema}.failures
     FOR EACH ROW EXECUTE FUNCTION {schema}._failure_fingerprint();
+
+-- Purges of failures, against a fixed cutoff. The web UI counts what a purge
+-- would delete, shows the oldest of those runs, and deletes them on a
+-- confirm minutes later: the three must select the same runs, by a cutoff
+-- fixed at the count (not an age from each statement's now()), and the
+-- count must not lock them. Version 2's purge_failures took FOR UPDATE on
+-- every candidate in its dry run too, so that a preview row-locked and
+-- dirtied every run it counted.
+
+-- purge_failure_candidates is the one selection of a purge of failures: the
+-- runs with failure history (failed runs, and completed or cancelled runs
+-- that failed before a requeue) that finished before the cutoff, of one
+-- workflow or all. Runs still queued or running are never among them. It
+-- locks nothing.
+CREATE FUNCTION {schema}.purge_failure_candidates(before timestamptz, workflow text DEFAULT NULL)
+RETURNS TABLE (run_id uuid, workflow text, status text, finished_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r.id, r.workflow, r.status, r.finished_at
+    FROM {schema}.runs r
+    WHERE r.status IN ('failed', 'completed', 'cancelled')
+      AND r.finished_at < purge_failure_candidates.before
+      AND (purge_failure_candidates.workflow IS NULL OR r.workflow = purge_failure_candidates.workflow)
+      AND EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id)
+$$;
+
+-- _purge_failures is purge_failures and purge_failures_before: with dry_run
+-- it counts the candidates and their failure rows, locking nothing;
+-- otherwise it locks the candidates, keeps those that are candidates still
+-- once locked (a requeue committed meanwhile made its run queued: it is
+-- left alone; one that comes after finds no run), deletes them with their
+-- failure rows, steps and attempts, and writes one audit row: filter, the
+-- cutoff ("before") and the workflow, both counts and the note.
+CREATE FUNCTION {schema}._purge_failures(before timestamptz, workflow text, dry_run boolean, note text, filter jsonb)
+RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    ids uuid[];
+    nf  bigint;
+BEGIN
+    IF _purge_failures.before IS NULL THEN
+        RAISE EXCEPTION 'purge_failures: the cutoff must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF dry_run THEN
+        RETURN QUERY
+            SELECT count(DISTINCT c.run_id), count(*)
+            FROM {schema}.purge_failure_candidates(_purge_failures.before, _purge_failures.workflow) c
+            JOIN {schema}.failures f ON f.run_id = c.run_id;
+        RETURN;
+    END IF;
+    ids := ARRAY(SELECT c.run_id FROM {schema}.purge_failure_candidates(_purge_failures.before, _purge_failures.workflow) c);
+    PERFORM 1 FROM {schema}.runs r WHERE r.id = ANY (ids) FOR UPDATE;
+    -- A statement of its own, so a snapshot of its own: the runs as they
+    -- are now that they are locked.
+    ids := ARRAY(SELECT c.run_id FROM {schema}.purge_failure_candidates(_purge_failures.before, _purge_failures.workflow) c
+                 WHERE c.run_id = ANY (ids));
+    SELECT count(*) INTO nf FROM {schema}.failures f WHERE f.run_id = ANY (ids);
+    DELETE FROM {schema}.runs r WHERE r.id = ANY (ids);
+    INSERT INTO {schema}.audit_log (action, runs, failures, filter, note)
+    VALUES ('purge_failures', cardinality(ids), nf,
+            coalesce(filter, '{}') || jsonb_strip_nulls(jsonb_build_object('before', _purge_failures.before,
+                                                                            'workflow', _purge_failures.workflow)),
+            _purge_failures.note);
+    RETURN QUERY SELECT cardinality(ids)::bigint, nf;
+END
+$$;
+
+-- purge_failures (version 2) deletes the runs with failure history that
+-- finished before now() - older_than; its audit row records older_than and
+-- the cutoff it made of it.
+CREATE OR REPLACE FUNCTION {schema}.purge_failures(
+    older_than interval,
+    workflow   text DEFAULT NULL,
+    dry_run    boolean DEFAULT false,
+    note       text DEFAULT NULL)
+RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION 'purge_failures: older_than must be a non-negative interval, got %', older_than
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY SELECT * FROM {schema}._purge_failures(now() - older_than, workflow, dry_run, note,
+                                                       jsonb_build_object('older_than', older_than::text));
+END
+$$;
+
+-- purge_failures_before is purge_failures against a cutoff given as a time,
+-- the runs that finished before it: a count and the purge that follows it
+-- minutes later select the same runs (those finishing meanwhile finish
+-- after the cutoff).
+CREATE FUNCTION {schema}.purge_failures_before(
+    before   timestamptz,
+    workflow text DEFAULT NULL,
+    dry_run  boolean DEFAULT false,
+    note     text DEFAULT NULL)
+RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
+LANGUAGE sql VOLATILE AS $$
+    SELECT * FROM {schema}._purge_failures(before, workflow, dry_run, note, '{}')
+$$;
+
+-- purge_completed_before is purge_completed (version 2, which locks nothing)
+-- against a cutoff given as a time; its audit row records the cutoff.
+CREATE FUNCTION {schema}.purge_completed_before(
+    before   timestamptz,
+    workflow text DEFAULT NULL,
+    dry_run  boolean DEFAULT false,
+    note     text DEFAULT NULL)
+RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    ids uuid[];
+    n   bigint;
+BEGIN
+    IF purge_completed_before.before IS NULL THEN
+        RAISE EXCEPTION 'purge_completed: the cutoff must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT coalesce(array_agg(r.id), '{}') INTO ids
+    FROM {schema}.runs r
+    WHERE r.status IN ('completed', 'cancelled')
+      AND r.finished_at < purge_completed_before.before
+      AND (purge_completed_before.workflow IS NULL OR r.workflow = purge_completed_before.workflow)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id);
+    n := cardinality(ids);
+    IF NOT dry_run THEN
+        DELETE FROM {schema}.runs r WHERE r.id = ANY (ids);
+        INSERT INTO {schema}.audit_log (action, runs, failures, filter, note)
+        VALUES ('purge_completed', n, 0,
+                jsonb_strip_nulls(jsonb_build_object('before', purge_completed_before.before,
+                                                     'workflow', purge_completed_before.workflow)),
+                purge_completed_before.note);
+    END IF;
+    RETURN QUERY SELECT n, 0::bigint;
+END
+$$;

@@ -7,8 +7,10 @@ import (
 )
 
 // PurgeOptions selects what a purge deletes: runs that finished more than
-// OlderThan ago (not negative; 0: all that qualify), of one Workflow or all,
-// with DryRun to count without deleting, and a Note for the audit log.
+// OlderThan ago (not negative; 0: all that qualify), or before the fixed
+// time Before (from PurgeCutoff, with OlderThan 0: a count and the purge
+// after it select the same runs), of one Workflow or all, with DryRun to
+// count without deleting (it locks nothing), and a Note for the audit log.
 type PurgeOptions = store.PurgeOptions
 
 // Purged counts what a purge deleted, or would delete in a dry run: Runs

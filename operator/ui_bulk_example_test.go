@@ -47,9 +47,10 @@ func ExampleOperator_OpenFailureMembers() {
 	// requeued 2 runs; 1 audit row of 2 runs
 }
 
-// A purge previewed against a fixed cutoff deletes, once confirmed, the runs
-// its preview counted: not also those that failed meanwhile.
-func ExampleOperator_PurgeFailuresBefore() {
+// A purge previewed against a fixed cutoff (PurgeOptions.Before) deletes,
+// once confirmed, the runs its preview counted and sampled: not also those
+// that failed meanwhile. The count and the sample lock nothing.
+func ExampleOperator_PurgeSample() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
@@ -63,17 +64,19 @@ func ExampleOperator_PurgeFailuresBefore() {
 	if err != nil {
 		panic(err)
 	}
-	p := operator.FailurePurge{Before: before, Workflow: "import", DryRun: true}
-	counted, _ := op.PurgeFailuresBefore(ctx, p)
-	sample, byWorkflow, _ := op.PurgeSample(ctx, p, 20)
+	o := operator.PurgeOptions{Before: before, Workflow: "import", DryRun: true}
+	counted, _ := op.PurgeFailures(ctx, o)
+	sample, byWorkflow, _ := op.PurgeSample(ctx, o, 20)
 	fmt.Println("would delete", counted.Runs, "run,", counted.Failures, "failure row;", len(sample), "in the sample, of", byWorkflow[0].Workflow)
 
 	fabricate(pool, schema, storetest.Outcome{Workflow: "import", Activity: "parse", Errors: 1, Reason: sdk.ReasonNonRetryable})
-	p.DryRun, p.Note = false, "RET-1"
-	done, _ := op.PurgeFailuresBefore(ctx, p)
+	o.DryRun, o.Note = false, "RET-1"
+	done, _ := op.PurgeFailures(ctx, o)
 	left, _ := op.Failures(ctx, operator.FailureFilter{Workflow: "import"})
-	fmt.Println("deleted", done.Runs, "run;", len(left), "failure left, the one after the cutoff")
+	audit, _ := op.AuditLog(ctx, 1)
+	fmt.Println("deleted", done.Runs, "run;", len(left), "failure left, the one after the cutoff;",
+		"the audit row records the cutoff:", audit[0].Filter["before"] != nil)
 	// Output:
 	// would delete 1 run, 1 failure row; 1 in the sample, of import
-	// deleted 1 run; 1 failure left, the one after the cutoff
+	// deleted 1 run; 1 failure left, the one after the cutoff; the audit row records the cutoff: true
 }

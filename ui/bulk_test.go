@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -134,6 +135,11 @@ func TestPurgeFailures_CountSampleConfirmOneAuditRow(t *testing.T) {
 	rows := f.auditRows()
 	if len(rows) != 1 || rows[0].Action != "purge_failures" || rows[0].Runs != 2501 || rows[0].Note != "ui:token: retention" {
 		t.Fatalf("audit rows %+v, want one purge of 2,501 runs", rows)
+	}
+	// The audit row records the cutoff the preview fixed, not an age.
+	if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rows[0].Filter["before"])); err != nil || at.Format(time.RFC3339Nano) != before ||
+		rows[0].Filter["older_than"] != nil {
+		t.Fatalf("audit filter %v, want the cutoff %s and no age", rows[0].Filter, before)
 	}
 
 	g := newFixture(t, writes)

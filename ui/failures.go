@@ -346,10 +346,11 @@ func (p purgePage) BeforeValue() string { return p.Before.UTC().Format(time.RFC3
 // given age, however many: the count fixes the cutoff (now minus the age,
 // by the database's clock), which the confirm carries, so that runs
 // finishing meanwhile do not join the set. The preview lists the oldest
-// runs and the count per workflow; the confirm counts again against the
-// same cutoff, refuses with 409 when that count differs from the
-// preview's, and deletes in one statement with one audit row
-// (purge_failures).
+// runs and the count per workflow, all three from the SQL function that
+// selects them for purge_failures, locking none; the confirm counts again
+// against the same cutoff, refuses with 409 when that count differs from
+// the preview's (with a new sample), and deletes in one statement with one
+// audit row that records the cutoff (purge_failures_before).
 func (h *handler) purgeFailures(w http.ResponseWriter, r *http.Request, who string) {
 	p := purgePage{Workflow: r.PostFormValue("workflow"), OlderThan: r.PostFormValue("older_than"), Note: r.PostFormValue("note")}
 	if p.OlderThan == "" {
@@ -370,22 +371,25 @@ func (h *handler) purgeFailures(w http.ResponseWriter, r *http.Request, who stri
 		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
 		return
 	}
-	o := operator.FailurePurge{Before: p.Before, Workflow: p.Workflow, DryRun: true}
-	if p.Counted, err = h.op.PurgeFailuresBefore(ctx, o); err != nil {
+	o := operator.PurgeOptions{Before: p.Before, Workflow: p.Workflow, DryRun: true}
+	if p.Counted, err = h.op.PurgeFailures(ctx, o); err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
 		return
 	}
-	if p.Sample, p.ByWorkflow, err = h.op.PurgeSample(ctx, o, maxSample); err != nil {
-		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
-		return
+	show := func(status int) {
+		if p.Sample, p.ByWorkflow, err = h.op.PurgeSample(ctx, o, maxSample); err != nil {
+			h.fail(w, r, http.StatusInternalServerError, "Purge", err)
+			return
+		}
+		h.render(w, r, status, "purge", page{Title: "Purge failures", Nav: "failures", Data: p})
 	}
 	if r.PostFormValue("confirm") != "1" {
-		h.render(w, r, http.StatusOK, "purge", page{Title: "Purge failures", Nav: "failures", Data: p})
+		show(http.StatusOK)
 		return
 	}
 	if r.PostFormValue("runs") != strconv.FormatInt(p.Counted.Runs, 10) || r.PostFormValue("failure_rows") != strconv.FormatInt(p.Counted.Failures, 10) {
 		p.Changed = "The runs to delete changed since the count (a requeue, another purge): nothing was deleted. Check the new count and confirm again."
-		h.render(w, r, http.StatusConflict, "purge", page{Title: "Purge failures", Nav: "failures", Data: p})
+		show(http.StatusConflict)
 		return
 	}
 	if p.Counted.Runs == 0 {
@@ -393,7 +397,7 @@ func (h *handler) purgeFailures(w http.ResponseWriter, r *http.Request, who stri
 		return
 	}
 	o.DryRun, o.Note = false, auditNote(who, p.Note)
-	done, err := h.op.PurgeFailuresBefore(ctx, o)
+	done, err := h.op.PurgeFailures(ctx, o)
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Purge", err)
 		return

@@ -13,7 +13,8 @@ import (
 
 // The statements of the web UI's bulk actions: the whole set of open
 // failures a requeue by filter touches, however large, and the runs a purge
-// of failures deletes, counted, sampled and deleted against one cutoff.
+// of failures deletes, counted, sampled and deleted against one cutoff
+// (PurgeOptions.Before).
 
 // FailureMember is one open failure of the set a bulk requeue previews and
 // confirms: enough to count it, hash the set and requeue it by ID.
@@ -51,19 +52,10 @@ func (s *Store) OpenFailureMembers(ctx context.Context, f FailureGroupFilter) ([
 	return out, s.wrap("list open failures", err)
 }
 
-// FailurePurge selects what PurgeFailuresBefore deletes: the runs with
-// failure history that finished before Before (a time by the database's
-// clock, from PurgeCutoff), of one Workflow or all.
-type FailurePurge struct {
-	Before   time.Time
-	Workflow string // empty: all
-	DryRun   bool   // count, delete nothing
-	Note     string // recorded in the audit_log row
-}
-
 // PurgeCutoff is now minus olderThan by the database's clock: the cutoff a
-// purge preview counts against and its confirm deletes against, so that
-// runs finishing meanwhile do not change the set.
+// purge preview counts against and its confirm deletes against
+// (PurgeOptions.Before), so that runs finishing meanwhile do not change the
+// set.
 func (s *Store) PurgeCutoff(ctx context.Context, olderThan time.Duration) (time.Time, error) {
 	if olderThan < 0 {
 		return time.Time{}, fmt.Errorf("purge_failures: negative age %s", olderThan)
@@ -71,20 +63,6 @@ func (s *Store) PurgeCutoff(ctx context.Context, olderThan time.Duration) (time.
 	var t time.Time
 	err := s.pool.QueryRow(ctx, `SELECT now() - $1::bigint * interval '1 microsecond'`, olderThan.Microseconds()).Scan(&t)
 	return t, s.wrap("purge cutoff", err)
-}
-
-// PurgeFailuresBefore is PurgeFailures against a fixed cutoff: the SQL
-// function purge_failures with older_than the time from p.Before to the
-// statement's now(), so that it selects the runs that finished before
-// p.Before, however long after the preview the confirm comes. One statement,
-// one audit_log row (unless a dry run), whatever the number of runs.
-func (s *Store) PurgeFailuresBefore(ctx context.Context, p FailurePurge) (Purged, error) {
-	var out Purged
-	err := s.pool.QueryRow(ctx, s.sql(`
-		SELECT runs_deleted, failures_deleted
-		FROM {schema}.purge_failures(greatest(now() - $1::timestamptz, interval '0'), nullif($2, ''), $3, nullif($4, ''))`),
-		p.Before, p.Workflow, p.DryRun, p.Note).Scan(&out.Runs, &out.Failures)
-	return out, s.wrap("purge_failures", err)
 }
 
 // PurgeCandidate is one run a purge of failures would delete.
@@ -103,28 +81,30 @@ type PurgeWorkflow struct {
 	Runs     int64
 }
 
-// PurgeSample returns the oldest limit runs (0: 20) that PurgeFailuresBefore
-// with p would delete, and how many of them each workflow has: what the
-// purge preview shows beside the counts. It selects the runs as
-// purge_failures does (failed, completed or cancelled, finished before the
-// cutoff, with failure history).
-func (s *Store) PurgeSample(ctx context.Context, p FailurePurge, limit int) ([]PurgeCandidate, []PurgeWorkflow, error) {
+// PurgeSample returns the oldest limit runs (0: 20) that PurgeFailures
+// with o would delete, and how many of them each workflow has: what the
+// purge preview shows beside the counts. It reads the runs that
+// purge_failures deletes, from the SQL function that selects them for it
+// (purge_failure_candidates), and locks none.
+func (s *Store) PurgeSample(ctx context.Context, o PurgeOptions, limit int) ([]PurgeCandidate, []PurgeWorkflow, error) {
 	if limit <= 0 {
 		limit = 20
 	}
-	const chosen = `
-		FROM {schema}.runs r
-		WHERE r.status IN ('failed', 'completed', 'cancelled')
-		  AND r.finished_at < $1
-		  AND ($2 = '' OR r.workflow = $2)
-		  AND EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id)`
+	if o.OlderThan < 0 {
+		return nil, nil, fmt.Errorf("purge_failures: negative age %s", o.OlderThan)
+	}
+	if !o.Before.IsZero() && o.OlderThan != 0 {
+		return nil, nil, fmt.Errorf("purge_failures: an age (%s) and a cutoff (%s): give one", o.OlderThan, o.Before.Format(time.RFC3339))
+	}
+	before := nullTime(o.Before)
+	const chosen = `{schema}.purge_failure_candidates(coalesce($1, now() - $2::bigint * interval '1 microsecond'), nullif($3, '')) c`
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT r.id, r.workflow, r.status, r.finished_at,
-		       (SELECT count(*) FROM {schema}.failures f WHERE f.run_id = r.id),
-		       (SELECT f.reason FROM {schema}.failures f WHERE f.run_id = r.id ORDER BY f.failed_at DESC, f.id DESC LIMIT 1)
-		`+chosen+`
-		ORDER BY r.finished_at, r.id
-		LIMIT $3`), p.Before, p.Workflow, limit)
+		SELECT c.run_id, c.workflow, c.status, c.finished_at,
+		       (SELECT count(*) FROM {schema}.failures f WHERE f.run_id = c.run_id),
+		       (SELECT f.reason FROM {schema}.failures f WHERE f.run_id = c.run_id ORDER BY f.failed_at DESC, f.id DESC LIMIT 1)
+		FROM `+chosen+`
+		ORDER BY c.finished_at, c.run_id
+		LIMIT $4`), before, o.OlderThan.Microseconds(), o.Workflow, limit)
 	if err != nil {
 		return nil, nil, s.wrap("sample purge", err)
 	}
@@ -136,8 +116,8 @@ func (s *Store) PurgeSample(ctx context.Context, p FailurePurge, limit int) ([]P
 	if err != nil {
 		return nil, nil, s.wrap("sample purge", err)
 	}
-	rows, err = s.pool.Query(ctx, s.sql(`SELECT r.workflow, count(*) `+chosen+` GROUP BY r.workflow ORDER BY count(*) DESC, r.workflow`),
-		p.Before, p.Workflow)
+	rows, err = s.pool.Query(ctx, s.sql(`SELECT c.workflow, count(*) FROM `+chosen+` GROUP BY c.workflow ORDER BY count(*) DESC, c.workflow`),
+		before, o.OlderThan.Microseconds(), o.Workflow)
 	if err != nil {
 		return nil, nil, s.wrap("count purge by workflow", err)
 	}
