@@ -14,8 +14,9 @@ import (
 type Fingerprint = store.Fingerprint
 
 // FailureGroupFilter selects open failures for FailureGroups and
-// OpenFailures by workflow, activity, reason, time of failure (Since), the
-// run's key and, with Fingerprint, one group; zero fields match everything.
+// OpenFailures by workflow, activity, reason, time of failure (at or after
+// Since, before Until), the run's key and, with Fingerprint, one group;
+// zero fields match everything.
 type FailureGroupFilter = store.FailureGroupFilter
 
 // FailureGroup is one group of open failures: its fingerprint, count, first

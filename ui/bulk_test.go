@@ -77,7 +77,7 @@ func TestRequeueFailures_TenThousandByFilterInOneAuditRow(t *testing.T) {
 
 	// Without the check: refused, nothing requeued.
 	form.Set("confirm", "1")
-	form.Set("set", hidden(t, body, "set"))
+	previewed(t, body, form)
 	want(t, f.post("failures/requeue", form, postOpts{}), http.StatusUnprocessableEntity, `data-testid="unchecked"`)
 	if len(f.auditRows()) != 0 {
 		t.Fatal("a refused confirm requeued")

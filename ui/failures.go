@@ -63,7 +63,8 @@ func readFailureQuery(v url.Values) failureQuery {
 	return q
 }
 
-// filter is q as the operator's filter, with the age counted back from now.
+// filter is q as the operator's filter, with the age counted back from now
+// (and no end).
 func (q failureQuery) filter(now time.Time) (operator.FailureGroupFilter, error) {
 	age, err := parseAge(q.Age)
 	if err != nil {
@@ -76,6 +77,49 @@ func (q failureQuery) filter(now time.Time) (operator.FailureGroupFilter, error)
 	if q.Group {
 		fp := q.Fingerprint
 		f.Fingerprint = &fp
+	}
+	return f, nil
+}
+
+// window is q as the filter of a requeue: the failures of a fixed window,
+// from until minus the age (or from any time) to until, which a preview
+// takes from the database's clock and its confirm from the preview's
+// form (readWindow). The confirm so acts on the failures the preview
+// counted, however long after, while failures keep coming (after until).
+func (q failureQuery) window(until time.Time) (operator.FailureGroupFilter, error) {
+	f, err := q.filter(until)
+	f.Until = until
+	return f, err
+}
+
+// windowFields are the form fields that carry a preview's window to its
+// confirm.
+const (
+	sinceField = "since"
+	untilField = "until"
+)
+
+// readWindow reads the window a preview fixed from its confirm's form: the
+// filter's age counted back from until, and until, which must be a time in
+// RFC 3339 no later than now (by the database's clock). A form without
+// one did not come from a preview.
+func readWindow(form url.Values, q failureQuery, now time.Time) (operator.FailureGroupFilter, error) {
+	until, err := time.Parse(time.RFC3339Nano, form.Get(untilField))
+	if err != nil {
+		return operator.FailureGroupFilter{}, fmt.Errorf("the confirm carries no valid window end (%s=%q): requeue again from the failures page", untilField, form.Get(untilField))
+	}
+	if until.After(now) {
+		return operator.FailureGroupFilter{}, fmt.Errorf("the window ends at %s, after now: requeue again from the failures page", until.Format(time.RFC3339))
+	}
+	f, err := q.window(until)
+	if err != nil {
+		return f, err
+	}
+	if s := form.Get(sinceField); s != "" || !f.Since.IsZero() {
+		since, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || !since.Equal(f.Since) {
+			return operator.FailureGroupFilter{}, fmt.Errorf("the window's start (%s=%q) is not the age %q before its end: requeue again from the failures page", sinceField, s, q.Age)
+		}
 	}
 	return f, nil
 }
@@ -163,6 +207,9 @@ type previewPage struct {
 	Breakdown      []previewGroup
 	Oldest, Newest time.Time
 	Set            string // candidateSet of the members
+	// Since and Until are the window the preview fixed (Since zero: from
+	// any time), which the confirm carries.
+	Since, Until time.Time
 	Note           string
 	Action         string // where the confirm posts, relative to the root
 	Back           string // the page to go back to, relative to the root
@@ -247,38 +294,70 @@ func candidateSet(members []operator.FailureMember) string {
 
 // requeueFailures previews (first post) and then performs (confirm=1) the
 // requeue of the failures that the filter, or one group under it, selects:
-// all of them, however many. The preview counts them, breaks them down and
-// lists a sample; the confirm reads the set again, refuses with 409 when it
-// is not the one previewed and with 422 when it includes runs that failed
-// indeterminate and neither says their activity was checked nor skips
-// them, and requeues exactly the previewed rows in one statement with one
-// audit row.
+// all of them, however many. The preview fixes the window, from the age
+// before the database's now to that now, counts the failures in it, breaks
+// them down and lists a sample; the confirm carries the window, reads the
+// set in it again, refuses with 409 when it is not the one previewed (a
+// requeue, a purge meanwhile: a new preview, of a new window, follows) and
+// with 422 when it includes runs that failed indeterminate and neither says
+// their activity was checked nor skips them, and requeues exactly the
+// previewed rows in one statement with one audit row. Failures that come
+// after the preview are after its window: an incident still going on does
+// not change the set a confirm acts on.
 func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who string) {
+	ctx := r.Context()
 	q := readFailureQuery(r.PostForm)
-	now := time.Now()
-	f, err := q.filter(now)
+	// The database's clock: the end of a new window, or the limit of one
+	// posted (failed_at is the database's time too).
+	now, err := h.op.PurgeCutoff(ctx, 0)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
+		return
+	}
+	confirm := r.PostFormValue("confirm") == "1"
+	var f operator.FailureGroupFilter
+	if confirm {
+		f, err = readWindow(r.PostForm, q, now)
+	} else {
+		f, err = q.window(now)
+	}
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, "Requeue", err)
 		return
 	}
-	members, err := h.op.OpenFailureMembers(r.Context(), f)
+	preview := func(f operator.FailureGroupFilter) (previewPage, error) {
+		members, err := h.op.OpenFailureMembers(ctx, f)
+		if err != nil {
+			return previewPage{}, err
+		}
+		sample, err := h.op.OpenFailures(ctx, f, maxSample)
+		if err != nil {
+			return previewPage{}, err
+		}
+		p := newPreview(members, sample)
+		p.Query, p.Note, p.Action, p.Back = q, r.PostFormValue("note"), "failures/requeue", "failures?"+q.Values().Encode()
+		p.Since, p.Until = f.Since, f.Until
+		return p, nil
+	}
+	p, err := preview(f)
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	sample, err := h.op.OpenFailures(r.Context(), f, maxSample)
-	if err != nil {
-		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
-		return
-	}
-	p := newPreview(members, sample)
-	p.Query, p.Note, p.Action, p.Back = q, r.PostFormValue("note"), "failures/requeue", "failures?"+q.Values().Encode()
-	if r.PostFormValue("confirm") != "1" {
+	if !confirm {
 		h.render(w, r, http.StatusOK, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
 	if want := r.PostFormValue("set"); want != p.Set {
-		p.Changed = "The failures changed since the preview (another requeue, a new failure): nothing was requeued. Check the counts below and confirm again."
+		// A new preview, of a new window ending now.
+		if f, err = q.window(now); err == nil {
+			p, err = preview(f)
+		}
+		if err != nil {
+			h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
+			return
+		}
+		p.Changed = "The failures changed since the preview (another requeue, a purge): nothing was requeued. Check the counts below, of the failures until now, and confirm again."
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
@@ -292,8 +371,8 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	kept := len(members) - len(ids)
-	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", len(members), "indeterminate", p.LostRuns,
+	kept := p.Count - len(ids)
+	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", p.Count, "indeterminate", p.LostRuns,
 		"left_failed", kept, "filter", q.Values().Encode(), "group", q.Group)
 	v := q.Values()
 	v.Set("requeued", strconv.Itoa(n))
@@ -338,8 +417,23 @@ type purgePage struct {
 	Changed    string
 }
 
+// SinceValue and UntilValue are the window as the confirm form carries it.
+func (p previewPage) SinceValue() string { return formTime(p.Since) }
+
+// UntilValue: see SinceValue.
+func (p previewPage) UntilValue() string { return formTime(p.Until) }
+
+// formTime is t as a form carries it: RFC 3339 in UTC, to the nanosecond;
+// "" for the zero time.
+func formTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
 // BeforeValue is the cutoff as the confirm form carries it.
-func (p purgePage) BeforeValue() string { return p.Before.UTC().Format(time.RFC3339Nano) }
+func (p purgePage) BeforeValue() string { return formTime(p.Before) }
 
 // purgeFailures counts (first post) and then deletes (confirm=1) the runs
 // with failure history of one workflow or all that finished before the

@@ -88,7 +88,7 @@ func TestRequeueFailures_OnlyTheIndeterminateRowsNeedTheCheck(t *testing.T) {
 		t.Fatalf("%d preview rows marked indeterminate, want 2", n)
 	}
 	all.Set("confirm", "1")
-	all.Set("set", hidden(t, body, "set"))
+	previewed(t, body, all)
 	want(t, f.post("failures/requeue", all, postOpts{}), http.StatusUnprocessableEntity,
 		`data-testid="unchecked">Nothing was requeued: 2 runs failed indeterminate in at-most-once pay-supplier\. .* or requeue only the 1 other run\.`)
 	if f.status(charge) != sdk.RunFailed || f.status(payouts[0]) != sdk.RunFailed || len(f.auditRows()) != 0 {
@@ -113,7 +113,7 @@ func TestRequeueFailures_OnlyTheIndeterminateRowsNeedTheCheck(t *testing.T) {
 		t.Fatal("the preview of an indeterminate group offers to requeue others: there are none")
 	}
 	form.Set("confirm", "1")
-	form.Set("set", hidden(t, body, "set"))
+	previewed(t, body, form)
 	form.Set("checked", "pay-supplier")
 	if w := f.post("failures/requeue", form, postOpts{}); w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "requeued=2") {
 		t.Fatalf("checked confirm: %d %q", w.Code, w.Header().Get("Location"))
@@ -144,7 +144,7 @@ func TestRequeueFailures_EachAtMostOnceActivityIsCheckedOnItsOwn(t *testing.T) {
 		t.Fatalf("%d boxes to tick, want one per activity", n)
 	}
 	all.Set("confirm", "1")
-	all.Set("set", hidden(t, body, "set"))
+	previewed(t, body, all)
 	all.Set("checked", "pay-supplier")
 	want(t, f.post("failures/requeue", all, postOpts{}), http.StatusUnprocessableEntity,
 		`data-testid="unchecked">Nothing was requeued: 1 run failed indeterminate in at-most-once send-parcel\.`)

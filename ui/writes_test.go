@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -192,7 +193,7 @@ func TestRequeueFailures_GroupPreviewThenConfirm(t *testing.T) {
 		}
 	}
 	form.Set("confirm", "1")
-	form.Set("set", hidden(t, body, "set"))
+	previewed(t, body, form)
 	form.Set("note", "INC-9")
 	w := f.post("failures/requeue", form, postOpts{})
 	if w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "requeued=2") {
@@ -229,7 +230,7 @@ func TestRequeueFailures_FilteredSetIsOneAuditRow(t *testing.T) {
 		t.Fatalf("%d preview rows, want 2", n)
 	}
 	form.Set("confirm", "1")
-	form.Set("set", hidden(t, body, "set"))
+	previewed(t, body, form)
 	if w := f.post("failures/requeue", form, postOpts{}); w.Code != http.StatusSeeOther {
 		t.Fatalf("confirm: %d", w.Code)
 	}
@@ -242,28 +243,69 @@ func TestRequeueFailures_FilteredSetIsOneAuditRow(t *testing.T) {
 	}
 }
 
-func TestRequeueFailures_ConfirmRefusedWhenTheSetChanged(t *testing.T) {
+// During an incident failures keep coming between the preview and the
+// confirm: the preview fixes its window (its end is the database's now), so
+// the confirm requeues the failures it counted and leaves the new ones,
+// instead of refusing every confirm because the set grew. A set that
+// changed within the window (a requeue meanwhile) is refused with a new
+// preview, of a window until now, which can be confirmed.
+func TestRequeueFailures_ConfirmActsOnThePreviewsWindowWhileFailuresKeepComing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, writes)
 	first := f.fabricate(failedOrder)[0]
-	form := groupForm(t, want(t, f.get("failures"), http.StatusOK), "charge")
-	body := want(t, f.post("failures/requeue", form, postOpts{}), http.StatusOK)
+	page := want(t, f.get("failures?age=1h"), http.StatusOK)
+	form := groupForm(t, page, "charge")
+	if form.Get("age") != "1h" {
+		t.Fatalf("the group's form has no age filter: %v", form)
+	}
+	body := want(t, f.post("failures/requeue", form, postOpts{}), http.StatusOK, `data-testid="preview-count">1<`)
 	// A new failure of the same group arrives between preview and confirm.
 	late := f.fabricate(storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 3, Reason: sdk.ReasonRetriesExhausted})[0]
-	form.Set("confirm", "1")
-	form.Set("set", hidden(t, body, "set"))
-	body = want(t, f.post("failures/requeue", form, postOpts{}), http.StatusConflict, `data-testid="set-changed"`, late.String())
-	if f.status(first) != sdk.RunFailed || f.status(late) != sdk.RunFailed || len(f.auditRows()) != 0 {
+	confirm := url.Values{}
+	for k, v := range form {
+		confirm[k] = v
+	}
+	confirm.Set("confirm", "1")
+	previewed(t, body, confirm)
+	if w := f.post("failures/requeue", confirm, postOpts{}); w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "requeued=1") {
+		t.Fatalf("confirm during the incident: %d %q, want the previewed run requeued\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 40))
+	}
+	if f.status(first) != sdk.RunQueued || f.status(late) != sdk.RunFailed {
+		t.Fatalf("after the confirm the previewed run is %s and the later one %s; want queued and failed", f.status(first), f.status(late))
+	}
+
+	// Within a window, a set that changed is refused: late is requeued by
+	// someone else between this preview and its confirm.
+	body = want(t, f.post("failures/requeue", form, postOpts{}), http.StatusOK, `data-testid="preview-count">1<`)
+	if err := f.op.Requeue(t.Context(), late, "someone else"); err != nil {
+		t.Fatal(err)
+	}
+	other := f.fabricate(storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 3, Reason: sdk.ReasonRetriesExhausted})[0]
+	confirm = url.Values{}
+	for k, v := range form {
+		confirm[k] = v
+	}
+	confirm.Set("confirm", "1")
+	previewed(t, body, confirm)
+	body = want(t, f.post("failures/requeue", confirm, postOpts{}), http.StatusConflict, `data-testid="set-changed"`, other.String())
+	if f.status(other) != sdk.RunFailed || len(f.auditRows()) != 2 {
 		t.Fatal("a refused confirm requeued")
 	}
 	// The refusal is a new preview: confirming it works.
-	form.Set("set", hidden(t, body, "set"))
-	if w := f.post("failures/requeue", form, postOpts{}); w.Code != http.StatusSeeOther {
+	previewed(t, body, confirm)
+	if w := f.post("failures/requeue", confirm, postOpts{}); w.Code != http.StatusSeeOther {
 		t.Fatalf("second confirm: %d", w.Code)
 	}
-	if f.status(first) != sdk.RunQueued || f.status(late) != sdk.RunQueued {
-		t.Fatal("second confirm did not requeue both")
+	if f.status(other) != sdk.RunQueued {
+		t.Fatal("the second confirm did not requeue the run of the new preview")
 	}
+	// A window that ends in the future, or whose start is not its age
+	// before its end, was not made by a preview.
+	confirm.Set("until", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	want(t, f.post("failures/requeue", confirm, postOpts{}), http.StatusBadRequest, `after now`)
+	previewed(t, body, confirm)
+	confirm.Set("since", "2001-01-01T00:00:00Z")
+	want(t, f.post("failures/requeue", confirm, postOpts{}), http.StatusBadRequest, `is not the age`)
 }
 
 func TestPurgeFailures_CountThenConfirm(t *testing.T) {
@@ -323,6 +365,19 @@ func hidden(t *testing.T, body, name string) string {
 		t.Fatalf("no hidden %s in:\n%s", name, firstLines(body, 80))
 	}
 	return htmlUnescape(m[1])
+}
+
+// previewed copies into form what a preview's confirm form carries to say
+// which set it confirms: the digest of the set, and the window the preview
+// fixed (a requeue by filter).
+func previewed(t *testing.T, body string, form url.Values) {
+	t.Helper()
+	form.Set("set", hidden(t, body, "set"))
+	for _, name := range []string{"since", "until"} {
+		if m := regexp.MustCompile(`name="` + name + `" value="([^"]*)"`).FindStringSubmatch(body); m != nil {
+			form.Set(name, htmlUnescape(m[1]))
+		}
+	}
 }
 
 // groupForm reads the requeue form of the failure group of activity.

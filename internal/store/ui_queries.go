@@ -36,7 +36,12 @@ type FailureGroupFilter struct {
 	Activity string
 	Reason   policy.Reason
 	Since    time.Time // failed at or after
-	Key      string    // the run's key (sdk.WithKey)
+	// Until, when set, keeps the failures before it: with Since, a fixed
+	// window, which a preview of a requeue sets so that its confirm acts on
+	// the same failures however long after (failures that come meanwhile
+	// come after Until).
+	Until time.Time
+	Key   string // the run's key (sdk.WithKey)
 	// Fingerprint, when set, keeps the failures of that one group.
 	Fingerprint *Fingerprint
 }
@@ -63,6 +68,9 @@ func (f FailureGroupFilter) where(args *[]any, run *uuid.UUID) string {
 	}
 	if !f.Since.IsZero() {
 		add("f.failed_at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("f.failed_at < $%d", f.Until)
 	}
 	switch {
 	case run != nil:
