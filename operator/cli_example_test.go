@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/internal/storetest"
@@ -106,4 +107,48 @@ func ExampleOperator_DeleteRun() {
 	// true
 	// delete 1 1 failed true false GDPR-7: erasure request
 	// true
+}
+
+// Waiting for a run's end without the workflow's Go code, as `tenure runs
+// result --follow` does: only the run's progress is read until it has
+// ended, then the whole run once. This run has ended already, so the wait
+// is one read.
+func ExampleOperator_AwaitRun() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+	ids := fabricate(pool, schema, storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 1})
+	op, _ := operator.New(pool, operator.WithSchema(schema))
+
+	ctx, cancel := context.WithTimeout(ctx, time.Minute) // wait a minute at most
+	defer cancel()
+	run, err := op.AwaitRun(ctx, ids[0], operator.AwaitOptions{Steps: true,
+		Progress: func(p operator.Progress) error {
+			fmt.Println("progress:", p.Status, p.StepsEnded, "step ended")
+			return nil
+		}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Status, string(run.Output))
+	// Output:
+	// progress: completed 1 step ended
+	// completed 1
+}
+
+// The status of a run, read without its payloads.
+func ExampleOperator_RunProgress() {
+	pool, schema, closeDB := exampledb.Open()
+	defer closeDB()
+	ctx := context.Background()
+	op, _ := operator.New(pool, operator.WithSchema(schema))
+	started, _ := op.Start(ctx, "orders", json.RawMessage(`{"order": 42}`), operator.StartOptions{})
+
+	p, err := op.RunProgress(ctx, started.ID, false)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.Status, p.FinishedAt == nil)
+	// Output:
+	// queued true
 }

@@ -171,7 +171,7 @@ func TestCLI_UsageErrorsAndHelp(t *testing.T) {
 	expect(t, tenure(t, s, "--help"), 0, "Exit status:", "3  not found", "5  the run failed or was cancelled", "failures", "DATABASE_URL",
 		"--key", "--after", "tenure runs start", "tenure runs result", "tenure runs count", "tenure runs delete", "--print-sql")
 	expect(t, tenure(t, s, "runs", "--help"), 0, "start", "list", "count", "show", "result", "signal", "cancel", "delete")
-	expect(t, tenure(t, s, "runs", "result", "--help"), 0, "--follow", "--timeout", "--key", "exit 5", "200 ms")
+	expect(t, tenure(t, s, "runs", "result", "--help"), 0, "--follow", "--timeout", "--key", "exit 5", "LISTEN", "200 ms")
 	expect(t, tenure(t, s, "failures", "requeue", "--help"), 0, "--dry-run", "indeterminate", "audit")
 	expect(t, tenure(t, s, "nonsense"), 2, `unknown command "nonsense"`)
 	expect(t, tenure(t, s, "runs", "nonsense"), 2, `unknown command "nonsense" for "tenure runs"`)

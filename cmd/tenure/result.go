@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +14,15 @@ import (
 	"github.com/tenurehq/tenure/sdk"
 )
 
-// resultPoll is how often tenure runs result reads the run (and, with
-// --follow, its steps) while it waits: a read by primary key, so cheap, and
-// often enough that the wait ends within a fifth of a second of the run.
-const resultPoll = 200 * time.Millisecond
+// resultPoll is how often tenure runs result reads the run's status while
+// it waits, besides the notice of the run's end (LISTEN): what a missed
+// notice costs at most, or any wait behind a pooler that delivers none.
+// followPoll is the same with --follow, which polls for steps too: a step's
+// end sends no notice.
+const (
+	resultPoll = time.Second
+	followPoll = 200 * time.Millisecond
+)
 
 // runsResultCommand is tenure runs result: it waits for a run's end.
 func (a *app) runsResultCommand() *cobra.Command {
@@ -34,8 +40,14 @@ that has ended already is printed at once.
 --follow prints each step as it ends, on stderr (stdout keeps the output
 alone): its number, its kind or activity, its status and, for an activity,
 its attempts. --timeout gives up after that long (exit 1); without it the
-wait lasts until the run ends or the command is interrupted. It reads the
-run every 200 ms.`,
+wait lasts until the run ends or the command is interrupted.
+
+While it waits it reads the run's status alone, not its input or output: at
+the notice of the run's end (LISTEN, as sdk's Result waits), and every
+second besides, in case a notice is missed or a connection pooler delivers
+none; with --follow, every 200 ms, with how many of its steps have ended,
+and the steps themselves only when one has. The whole run is read once, at
+its end.`,
 		Example: `  tenure runs result --key order-42
   tenure runs result 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e --follow --timeout 10m
   tenure runs start place-order '{"order_id": 42}' --json | jq -r .run_id | xargs tenure runs result`,
@@ -66,43 +78,55 @@ run every 200 ms.`,
 	return cmd
 }
 
-// await reads run id every resultPoll until it has ended, or limit (0: no
-// limit) has passed, or the command is interrupted. With follow it prints
-// each step on stderr as it ends: the steps read after the run's final
-// read are the final ones.
+// await waits for run id's end (operator.AwaitRun: its status read at the
+// notice of its end and every resultPoll, or followPoll with follow), for
+// up to limit (0: no limit), or until the command is interrupted, and
+// returns the run, read whole once it has ended. With follow it prints each
+// step on stderr as it ends: the steps are read when the count of ended
+// steps or the latest end has changed since the last read, the final read
+// included, which follows the run's end.
 func (a *app) await(id uuid.UUID, limit time.Duration, follow bool) (operator.Run, error) {
 	op, err := a.operator()
 	if err != nil {
 		return operator.Run{}, err
 	}
-	start := time.Now()
-	printed := map[string]bool{}
-	for {
-		r, err := op.Run(a.ctx, id)
-		if err != nil {
-			return operator.Run{}, err
-		}
-		if follow {
-			if err := a.printEndedSteps(op, id, printed); err != nil {
-				return operator.Run{}, err
-			}
-		}
-		if r.Status.Terminal() {
-			return r, nil
-		}
-		if limit > 0 && time.Since(start) >= limit {
-			return operator.Run{}, fmt.Errorf("run %s has not ended after %s: it is %s", id, roughly(limit), r.Status)
-		}
-		wait := resultPoll
-		if limit > 0 {
-			wait = min(wait, max(limit-time.Since(start), time.Millisecond))
-		}
-		select {
-		case <-a.ctx.Done():
-			return operator.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, a.ctx.Err())
-		case <-time.After(wait):
-		}
+	ctx, cancel := a.ctx, context.CancelFunc(func() {})
+	if limit > 0 {
+		ctx, cancel = context.WithTimeout(a.ctx, limit)
 	}
+	defer cancel()
+	o := operator.AwaitOptions{Poll: resultPoll}
+	var last operator.Progress
+	printed := map[string]bool{}
+	if follow {
+		o.Poll, o.Steps = followPoll, true
+	}
+	o.Progress = func(p operator.Progress) error {
+		changed := p.StepsEnded != last.StepsEnded || !equalTimes(p.LastStepEnd, last.LastStepEnd)
+		last = p
+		if follow && changed {
+			return a.printEndedSteps(op, id, printed)
+		}
+		return nil
+	}
+	r, err := op.AwaitRun(ctx, id, o)
+	switch {
+	case err == nil:
+		return r, nil
+	case a.ctx.Err() != nil:
+		return operator.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, a.ctx.Err())
+	case ctx.Err() != nil && last.Status != "":
+		return operator.Run{}, fmt.Errorf("run %s has not ended after %s: it is %s", id, roughly(limit), last.Status)
+	}
+	return operator.Run{}, err
+}
+
+// equalTimes reports whether two optional times are the same.
+func equalTimes(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
 
 // printEndedSteps prints, on stderr, the steps of run id that have ended

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // where renders q's filters as a condition on runs aliased r, appending
@@ -63,3 +66,49 @@ func (s *Store) CountRuns(ctx context.Context, q RunSearch) (int64, error) {
 	err := s.query(ctx, s.pool, planHot, scanOne(&n), s.sql(`SELECT count(*) FROM {schema}.runs r WHERE `+cond), args...)
 	return n, s.wrap("count runs", err)
 }
+
+// Progress is how far a run has got, without its payloads: what a caller
+// waiting for the run's end reads again and again (RunProgress).
+type Progress struct {
+	Status     RunStatus
+	FinishedAt *time.Time
+	// StepsEnded counts the run's steps that have ended (completed or
+	// failed), and LastStepEnd is the latest of their ends; both are read
+	// only when asked for (RunProgress's steps).
+	StepsEnded  int
+	LastStepEnd *time.Time
+}
+
+// RunProgress reads run id's status and end, and with steps how many of
+// its steps have ended and when the last did. It returns ErrNotFound for a
+// run that does not exist.
+func (s *Store) RunProgress(ctx context.Context, id uuid.UUID, steps bool) (Progress, error) {
+	var p Progress
+	var status string
+	sql, dest := sqlRunProgress, []any{&status, &p.FinishedAt}
+	if steps {
+		sql, dest = sqlRunStepProgress, append(dest, &p.StepsEnded, &p.LastStepEnd)
+	}
+	err := s.query(ctx, s.pool, planHot, scanOne(dest...), s.sql(sql), uuidArg(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Progress{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	p.Status = RunStatus(status)
+	return p, s.wrap(fmt.Sprintf("read the progress of run %s", id), err)
+}
+
+// sqlRunProgress is a lookup of the run's row by primary key that reads
+// none of its input, output or error: a caller that waits for a run's end
+// reads it at every poll, so it costs the same whatever the payloads.
+const sqlRunProgress = `SELECT r.status, r.finished_at FROM {schema}.runs r WHERE r.id = $1`
+
+// sqlRunStepProgress is sqlRunProgress with, over the run's steps (found
+// through their primary key, which starts with run_id), how many have
+// ended and the latest end: enough to tell that a step has ended since the
+// last read, without reading any step's output or error.
+const sqlRunStepProgress = `
+	SELECT r.status, r.finished_at, st.ended, st.last
+	FROM {schema}.runs r,
+	     LATERAL (SELECT count(s.finished_at) AS ended, max(s.finished_at) AS last
+	              FROM {schema}.steps s WHERE s.run_id = r.id) st
+	WHERE r.id = $1`
