@@ -114,7 +114,7 @@ table or a JSON array; --all lists every page, --limit failures at a time.`,
 
 // listFailures prints the failures f selects, limit at a time: one page
 // and, when more match, the cursor of the next on stderr; or every page
-// with all.
+// with all. When none match it says so on stderr (noneMatch).
 func (a *app) listFailures(op *operator.Operator, f operator.FailureFilter, limit int, all bool) error {
 	var arr *jsonArray
 	var t *table
@@ -135,8 +135,7 @@ func (a *app) listFailures(op *operator.Operator, f operator.FailureFilter, limi
 		rows = rows[:min(len(rows), limit)]
 		if arr == nil && t == nil {
 			if len(rows) == 0 {
-				fmt.Fprintln(a.stdout, "no failures match")
-				return nil
+				return a.noneMatch("failures")
 			}
 			t = newTable(a.stdout, cols...)
 		}

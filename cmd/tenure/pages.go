@@ -75,6 +75,14 @@ func (a *app) more(n int, noun, cursor string) {
 	fmt.Fprintf(a.stderr, "more: --after %s (listed %s, more match; --all lists every one)\n", cursor, plural(int64(n), noun))
 }
 
+// noneMatch says on stderr that a listing of noun (a plural) matched
+// nothing, which is no error: stdout stays empty, without a table's header,
+// as with --json it holds [] alone.
+func (a *app) noneMatch(noun string) error {
+	fmt.Fprintf(a.stderr, "no %s match\n", noun)
+	return nil
+}
+
 // jsonArray writes a JSON array one element at a time, as printJSON would
 // write the whole slice, so that --all streams pages of any length.
 type jsonArray struct {

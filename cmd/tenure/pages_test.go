@@ -177,3 +177,35 @@ func TestCLI_ListsSayWhenTheirLimitCutThemAndPageOn(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_ListsThatMatchNothingSaySoOnStderr: runs list and failures list
+// of nothing print no table header; they say "no … match" on stderr and
+// exit 0, and with --json print [] and nothing else, on a page after a
+// cursor as on the first.
+func TestCLI_ListsThatMatchNothingSaySoOnStderr(t *testing.T) {
+	f := newFixtures(t)
+	s := f.schema
+	last := f.run("other", "completed", "")
+	var created time.Time
+	f.query(`SELECT created_at FROM {schema}.runs WHERE id = $1`, []any{last}, &created)
+	for _, c := range []struct {
+		args []string
+		noun string
+	}{
+		{[]string{"runs", "list", "--workflow", "none"}, "runs"},
+		{[]string{"runs", "list", "--after", runCursor(created, last)}, "runs"},
+		{[]string{"runs", "list", "--status", "failed", "--all"}, "runs"},
+		{[]string{"failures", "list"}, "failures"},
+		{[]string{"failures", "list", "--workflow", "none", "--all"}, "failures"},
+	} {
+		r := tenure(t, s, c.args...)
+		if want := "no " + c.noun + " match\n"; r.code != 0 || r.stdout != "" || r.stderr != want {
+			t.Errorf("%v: want exit 0, stdout empty and %q on stderr\n%s", c.args, want, r)
+		}
+		r = tenure(t, s, append(c.args, "--json")...)
+		var rows []any
+		if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil || len(rows) != 0 || r.stdout != "[]\n" || r.stderr != "" {
+			t.Errorf("%v --json: want [] alone (%v)\n%s", c.args, err, r)
+		}
+	}
+}

@@ -165,13 +165,12 @@ func (f *runFilter) search() (operator.RunSearch, error) {
 
 // listRuns prints the runs q selects, limit at a time: one page and, when
 // more match, the cursor of the next on stderr; or every page with all.
+// When none match it says so on stderr (noneMatch).
 func (a *app) listRuns(op *operator.Operator, q operator.RunSearch, limit int, all bool) error {
 	var arr *jsonArray
 	var t *table
 	if a.json {
 		arr = &jsonArray{w: a.stdout}
-	} else {
-		t = newTable(a.stdout, "RUN", "KEY", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
 	}
 	q.Limit = limit + 1 // one more says whether more match
 	for {
@@ -181,6 +180,12 @@ func (a *app) listRuns(op *operator.Operator, q operator.RunSearch, limit int, a
 		}
 		more := len(runs) > limit
 		runs = runs[:min(len(runs), limit)]
+		if arr == nil && t == nil {
+			if len(runs) == 0 {
+				return a.noneMatch("runs")
+			}
+			t = newTable(a.stdout, "RUN", "KEY", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DETAIL")
+		}
 		for _, r := range runs {
 			if arr != nil {
 				if err := arr.add(newRunJSON(r)); err != nil {
