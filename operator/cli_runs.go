@@ -50,11 +50,12 @@ type Started struct {
 // the input against the workflow's input type: a worker fails a run whose
 // input does not decode with reason bad_input.
 //
-// It returns an error for an empty workflow or queue name, a negative
-// delay, an input that is not JSON or is larger than sdk.DefaultMaxPayload
-// (wrapping sdk.ErrPayloadTooLarge), and a key held by a run of another
-// workflow (sdk.ErrWorkflowMismatch) or with another input
-// (sdk.ErrKeyConflict). Unlike sdk.Start it does not send the insert again
+// It returns an error for an empty workflow name, a negative delay, an
+// input that is not JSON or is larger than sdk.DefaultMaxPayload (wrapping
+// sdk.ErrPayloadTooLarge), and a key held by a run of another workflow
+// (sdk.ErrWorkflowMismatch) or with another input (sdk.ErrKeyConflict):
+// the checks of sdk.Start, one implementation, with its words. Unlike
+// sdk.Start it does not send the insert again
 // when the connection fails while it is in flight: the run may then exist,
 // and a Start with a key finds out safely. Served says whether a live
 // worker will pick the run up.
@@ -73,30 +74,25 @@ func (op *Operator) Start(ctx context.Context, workflow string, input json.RawMe
 	switch {
 	case workflow == "":
 		return Started{}, errors.New("operator.Start: empty workflow name")
-	case o.Delay < 0:
-		return Started{}, fmt.Errorf("start %s: negative delay %s", workflow, o.Delay)
-	case !json.Valid(input):
+	case !json.Valid(input): // sdk.Start encodes the input itself
 		return Started{}, fmt.Errorf("start %s: the input is not JSON", workflow)
-	case len(input) > sdk.DefaultMaxPayload:
-		return Started{}, fmt.Errorf("start %s: input is %d bytes, limit %d: %w", workflow, len(input), sdk.DefaultMaxPayload, sdk.ErrPayloadTooLarge)
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
+	r := store.NewRun{Workflow: workflow, Queue: o.Queue, Priority: o.Priority, Key: o.Key, Input: input, Delay: o.Delay}
+	if err := r.Check(sdk.DefaultMaxPayload); err != nil { // sdk.Start's checks
+		return Started{}, fmt.Errorf("start %s: %w", workflow, err)
+	}
+	var err error
+	if r.ID, err = uuid.NewV7(); err != nil {
 		return Started{}, fmt.Errorf("start %s: new run ID: %w", workflow, err)
 	}
-	out, err := op.store.InsertRuns(ctx, op.store.Pool(), []store.NewRun{{ID: id, Workflow: workflow, Queue: o.Queue,
-		Priority: o.Priority, Key: o.Key, Input: input, Delay: o.Delay}})
+	out, err := op.store.InsertRuns(ctx, op.store.Pool(), []store.NewRun{r})
 	if err != nil {
 		return Started{}, fmt.Errorf("start %s: %w", workflow, err)
 	}
-	ins := out[0]
-	switch {
-	case ins.Workflow != workflow:
-		return Started{}, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", workflow, o.Key, ins.ID, ins.Workflow, sdk.ErrWorkflowMismatch)
-	case ins.OtherInput:
-		return Started{}, fmt.Errorf("start %s: key %q already names run %s, started with another input: %w", workflow, o.Key, ins.ID, sdk.ErrKeyConflict)
+	if err := out[0].Check(workflow, o.Key); err != nil { // sdk.Start's checks
+		return Started{}, err
 	}
-	return Started{ID: ins.ID, Created: ins.Created}, nil
+	return Started{ID: out[0].ID, Created: out[0].Created}, nil
 }
 
 // Served reports whether a live worker (the registry's live_workers)

@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -282,5 +284,58 @@ func TestStart_RefusesWhatSdkStartRefuses(t *testing.T) {
 	}
 	if n, err := op.CountRuns(t.Context(), operator.RunSearch{}); err != nil || n != 1 {
 		t.Fatalf("runs after the refused starts: %d, %v; want the first alone", n, err)
+	}
+}
+
+// TestStart_RefusesWithTheWordsOfSdkStart: operator.Start and sdk.Start
+// share their checks (internal/store's NewRun.Check and Inserted.Check),
+// so the same bad start is refused by both with the same error.
+func TestStart_RefusesWithTheWordsOfSdkStart(t *testing.T) {
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	op, err := operator.New(pool, operator.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := sdk.NewClient(pool, sdk.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	wf := func(name string) *sdk.Workflow[string, string] {
+		return sdk.NewWorkflow(name, func(context.Context, string) (string, error) { return "", nil })
+	}
+	a, b := wf("a"), wf("b")
+	held, err := sdk.Start(t.Context(), client, a, "first", sdk.WithKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", sdk.DefaultMaxPayload)
+	for _, c := range []struct {
+		name  string
+		wf    *sdk.Workflow[string, string]
+		input string
+		sdk   []sdk.StartOption
+		op    operator.StartOptions
+		is    error
+	}{
+		{"negative delay", a, "x", []sdk.StartOption{sdk.WithDelay(-time.Second)}, operator.StartOptions{Delay: -time.Second}, nil},
+		{"too large", a, big, nil, operator.StartOptions{}, sdk.ErrPayloadTooLarge},
+		{"key of another workflow", b, "first", []sdk.StartOption{sdk.WithKey("k")}, operator.StartOptions{Key: "k"}, sdk.ErrWorkflowMismatch},
+		{"key with another input", a, "second", []sdk.StartOption{sdk.WithKey("k")}, operator.StartOptions{Key: "k"}, sdk.ErrKeyConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, serr := sdk.Start(t.Context(), client, c.wf, c.input, c.sdk...)
+			input, _ := json.Marshal(c.input)
+			_, oerr := op.Start(t.Context(), c.wf.Name(), input, c.op)
+			if serr == nil || oerr == nil || serr.Error() != oerr.Error() || (c.is != nil && (!errors.Is(serr, c.is) || !errors.Is(oerr, c.is))) {
+				t.Fatalf("sdk.Start: %v\noperator.Start: %v\nwant the same error (is %v)", serr, oerr, c.is)
+			}
+		})
+	}
+	if n, err := op.CountRuns(t.Context(), operator.RunSearch{}); err != nil || n != 1 {
+		t.Fatalf("runs after the refused starts: %d, %v; want %s alone", n, err, held.ID)
 	}
 }

@@ -45,18 +45,18 @@ var ErrOutcomeUnknown = errors.New("outcome unknown: the database may have recor
 
 // ErrPayloadTooLarge is returned when an input or output exceeds the payload
 // limit (DefaultMaxPayload unless configured).
-var ErrPayloadTooLarge = errors.New("payload too large")
+var ErrPayloadTooLarge = store.ErrPayloadTooLarge
 
 // ErrWorkflowMismatch is returned when a run ID (Lookup) or a run key (Start
 // with WithKey) names a run of another workflow than the caller's.
-var ErrWorkflowMismatch = errors.New("run belongs to another workflow")
+var ErrWorkflowMismatch = store.ErrWorkflowMismatch
 
 // ErrKeyConflict is returned when Start (WithKey) finds its key held by a run
 // that was started with another input: the run was not started, and the
 // error names the key and the run that holds it. The same key with the same
 // input, compared as JSON values, returns the existing run instead (Created
 // false). Match with errors.Is.
-var ErrKeyConflict = errors.New("run key already names a run with another input")
+var ErrKeyConflict = store.ErrKeyConflict
 
 // DefaultMaxPayload is the largest input or output, in bytes of JSON, that
 // Tenure stores: 1 MiB. Larger payloads belong in object storage, with their

@@ -143,37 +143,26 @@ func (c *Client) newRun(workflow string, in any, traceparent string, opts []Star
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.queue == "" {
-		return store.NewRun{}, fmt.Errorf("empty queue name")
-	}
-	if o.delay < 0 {
-		return store.NewRun{}, fmt.Errorf("negative delay %s", o.delay)
-	}
 	input, err := json.Marshal(in)
 	if err != nil {
 		return store.NewRun{}, fmt.Errorf("encode input: %w", err)
 	}
-	if len(input) > c.maxPayload {
-		return store.NewRun{}, fmt.Errorf("input is %d bytes, limit %d: %w", len(input), c.maxPayload, ErrPayloadTooLarge)
+	r := store.NewRun{Workflow: workflow, Queue: o.queue, Priority: o.priority, Key: o.key,
+		Input: input, Delay: o.delay, Traceparent: traceparent}
+	if err := r.Check(c.maxPayload); err != nil { // the checks of operator.Start too
+		return store.NewRun{}, err
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
+	if r.ID, err = uuid.NewV7(); err != nil {
 		return store.NewRun{}, fmt.Errorf("new run ID: %w", err)
 	}
-	return store.NewRun{
-		ID: id, Workflow: workflow, Queue: o.queue, Priority: o.priority, Key: o.key,
-		Input: input, Delay: o.delay, Traceparent: traceparent,
-	}, nil
+	return r, nil
 }
 
 // handle returns the handle on the run that holds a start's key, refusing a
 // run of another workflow or with another input.
 func handle[Out any](c *Client, workflow, key string, ins store.Inserted) (*Run[Out], error) {
-	if ins.Workflow != workflow {
-		return nil, fmt.Errorf("start %s: key %q already names run %s of workflow %q: %w", workflow, key, ins.ID, ins.Workflow, ErrWorkflowMismatch)
-	}
-	if ins.OtherInput {
-		return nil, fmt.Errorf("start %s: key %q already names run %s, started with another input: %w", workflow, key, ins.ID, ErrKeyConflict)
+	if err := ins.Check(workflow, key); err != nil { // the checks of operator.Start too
+		return nil, err
 	}
 	return &Run[Out]{ID: ins.ID, Created: ins.Created, client: c}, nil
 }
