@@ -290,3 +290,73 @@ BEGIN
     RETURN QUERY SELECT n, 0::bigint;
 END
 $$;
+
+-- Requeues of a set of failures by filter, of any size. The web UI previews
+-- the open failures a filter selects in a window it fixes (failed_at from
+-- its age before now to now), with a count, a breakdown and a digest of
+-- the set computed here rather than in the client, and its confirm
+-- requeues that set, in the same window, if it is still the one previewed.
+-- Nothing of the set travels to the client and back: the confirm's
+-- statement selects the failure IDs itself (ARRAY(SELECT f.id FROM ... WHERE
+-- <the filter and window>)), and its audit row records the filter, the
+-- window, the count and the digest.
+
+-- failure_set_digest names a set of failure rows: the md5 of their IDs in
+-- ascending order, joined by commas (of the empty set: of the empty
+-- string). A preview computes it of the set it shows; requeue_failure_set
+-- of the set it locked.
+CREATE FUNCTION {schema}.failure_set_digest(failure_ids bigint[]) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(i::text, ',' ORDER BY i), ''))
+    FROM pg_catalog.unnest(failure_ids) AS i
+$$;
+
+-- requeue_failure_set requeues the runs of the open failures among
+-- failure_ids (a preview's set, selected again by its filter and window)
+-- when that set is still the one the preview counted: it locks those
+-- failure rows and their failed runs (a requeue committed meanwhile is
+-- either before, and its row is no longer open, or after), and compares
+-- the digest of the rows it locked with digest. When they differ it changes
+-- nothing and returns changed = true. Otherwise it requeues them all, or
+-- with skip_indeterminate those that did not fail indeterminate, and
+-- writes one audit row: filter (how the set was selected, its window
+-- included) with the set's size ("failures") and its digest, the runs it
+-- put back (run_ids: a run's page lists its requeues by them; the failure
+-- IDs are not recorded, the failure rows' requeued_at is the audit row's
+-- at) and the note. It returns how many runs it put back.
+CREATE FUNCTION {schema}.requeue_failure_set(
+    failure_ids        bigint[],
+    digest             text,
+    skip_indeterminate boolean DEFAULT false,
+    note               text DEFAULT NULL,
+    filter             jsonb DEFAULT '{}')
+RETURNS TABLE (requeued bigint, changed boolean)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    locked bigint[];
+    chosen uuid[];
+    done   uuid[];
+BEGIN
+    SELECT coalesce(array_agg(x.id), '{}'),
+           coalesce(array_agg(x.run_id) FILTER (WHERE NOT requeue_failure_set.skip_indeterminate OR x.reason <> 'indeterminate'), '{}')
+    INTO locked, chosen
+    FROM (SELECT f.id, f.run_id, f.reason
+          FROM {schema}.failures f JOIN {schema}.runs r ON r.id = f.run_id
+          WHERE f.id = ANY (requeue_failure_set.failure_ids) AND f.requeued_at IS NULL AND r.status = 'failed'
+          FOR UPDATE OF f, r) AS x;
+    IF {schema}.failure_set_digest(locked) IS DISTINCT FROM requeue_failure_set.digest THEN
+        RETURN QUERY SELECT 0::bigint, true;
+        RETURN;
+    END IF;
+    done := ARRAY(SELECT q.run_id FROM {schema}._requeue(chosen) AS q);
+    IF cardinality(done) > 0 THEN
+        INSERT INTO {schema}.audit_log (action, runs, filter, run_ids, note)
+        VALUES ('requeue', cardinality(done),
+                coalesce(requeue_failure_set.filter, '{}')
+                    || jsonb_build_object('failures', cardinality(locked), 'digest', requeue_failure_set.digest),
+                done, requeue_failure_set.note);
+    END IF;
+    RETURN QUERY SELECT cardinality(done)::bigint, false;
+END
+$$;

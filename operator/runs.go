@@ -70,7 +70,9 @@ func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error)
 // RunAuditLog returns the audit log rows that name the run: the requeues
 // that put it back, with who, when and the note, oldest first. It is empty
 // for a run never requeued, or one that does not exist (Run tells those
-// apart).
+// apart). It reads what a run's page shows: RunIDs is left empty (Runs
+// counts them) and Filter lacks failure_ids, so that the row of a requeue
+// of a million runs is as cheap to each run's page as that of one.
 func (op *Operator) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()

@@ -7,21 +7,54 @@ import (
 	"github.com/tenurehq/tenure/internal/store"
 )
 
-// FailureMember is one open failure of a set selected by filter: its row ID
-// (what RequeueFailureIDs takes), run, workflow, activity, reason and time.
-type FailureMember = store.FailureMember
+// FailureSet is the open failures a filter selects in a fixed window
+// (Filter, its Until set), counted, broken down by workflow, activity and
+// reason, and named by a Digest, all in SQL.
+type FailureSet = store.FailureSet
 
-// OpenFailureMembers lists every open failure f selects, oldest first,
-// however many: the set a requeue by filter previews (its count, breakdown
-// and a sample) and then requeues by ID with RequeueFailureIDs, in one
-// statement with one audit row.
-func (op *Operator) OpenFailureMembers(ctx context.Context, f FailureGroupFilter) ([]FailureMember, error) {
+// FailureSetGroup is one line of a FailureSet's breakdown: a workflow, an
+// activity (empty: the workflow itself), a reason and its failures.
+type FailureSetGroup = store.FailureSetGroup
+
+// ErrFailuresChanged is returned by RequeueFailureSet when the failures in
+// the set's window are no longer the ones previewed (a requeue or a purge
+// meanwhile): nothing was requeued.
+var ErrFailuresChanged = store.ErrFailuresChanged
+
+// RequeueSet is a requeue of a FailureSet: its Filter and Digest as
+// previewed, SkipIndeterminate to leave failed the runs that failed
+// indeterminate, the Note, and Audit, how the set was selected, for the
+// audit row.
+type RequeueSet = store.RequeueSet
+
+// FailureSet counts, breaks down and names the open failures f selects, of
+// any number, fixing the window: with no f.Until, it ends at the database's
+// now. The result is a few rows, however many failures: what a preview of a
+// requeue by filter shows (with a sample from OpenFailures of its Filter)
+// and its confirm hands to RequeueFailureSet. Failures that come after the
+// window (an incident still going on) are not in it.
+func (op *Operator) FailureSet(ctx context.Context, f FailureGroupFilter) (FailureSet, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return nil, err
+		return FailureSet{}, err
 	}
-	return op.store.OpenFailureMembers(ctx, f)
+	return op.store.FailureSet(ctx, f)
+}
+
+// RequeueFailureSet requeues the runs of the open failures in q's window
+// when they are still the set previewed (q.Digest): one statement with one
+// audit_log row (the filter, the window, the set's size and digest, the
+// note), whatever their number; the failure IDs never leave the database.
+// It returns the runs it put back, or ErrFailuresChanged and changes
+// nothing.
+func (op *Operator) RequeueFailureSet(ctx context.Context, q RequeueSet) (int64, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return 0, err
+	}
+	return op.store.RequeueFailureSet(ctx, q)
 }
 
 // PurgeCandidate is one run a purge of failures would delete: its workflow,

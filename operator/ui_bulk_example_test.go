@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
@@ -10,41 +11,51 @@ import (
 	"github.com/tenurehq/tenure/sdk"
 )
 
-// OpenFailureMembers lists every open failure a filter selects, however
-// many; RequeueFailureIDs then requeues exactly those, in one statement with
-// one audit row: what the web UI's "Requeue all" previews and confirms.
-func ExampleOperator_OpenFailureMembers() {
+// FailureSet counts the open failures a filter selects, however many, in a
+// window it fixes; RequeueFailureSet then requeues exactly those, in one
+// statement with one audit row, while failures that come after the window
+// stay failed: what the web UI's "Requeue all" previews and confirms.
+func ExampleOperator_FailureSet() {
 	pool, schema, closeDB := exampledb.Open()
 	defer closeDB()
 	ctx := context.Background()
 	fabricate(pool, schema,
 		storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 3, Reason: sdk.ReasonRetriesExhausted},
 		storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 3, Reason: sdk.ReasonRetriesExhausted},
+		storetest.Outcome{Workflow: "orders", Activity: "ship", Errors: 1, Reason: sdk.ReasonNonRetryable},
 		storetest.Outcome{Workflow: "billing", Activity: "invoice", Errors: 1, Reason: sdk.ReasonNonRetryable})
 	op, err := operator.New(pool, operator.WithSchema(schema))
 	if err != nil {
 		panic(err)
 	}
 
-	members, err := op.OpenFailureMembers(ctx, operator.FailureGroupFilter{Workflow: "orders"})
+	set, err := op.FailureSet(ctx, operator.FailureGroupFilter{Workflow: "orders"})
 	if err != nil {
 		panic(err)
 	}
-	ids := make([]int64, len(members))
-	for i, m := range members {
-		ids[i] = m.ID
-		fmt.Println(m.Workflow, m.Activity, m.Reason)
+	fmt.Println(set.Count, "failures")
+	for _, g := range set.Breakdown {
+		fmt.Println(g.Workflow, g.Activity, g.Reason, g.Failures)
 	}
-	runs, err := op.RequeueFailureIDs(ctx, ids, "INC-9", map[string]string{"workflow": "orders"})
+	// The incident goes on: a failure after the preview is not in its set.
+	fabricate(pool, schema, storetest.Outcome{Workflow: "orders", Activity: "charge", Errors: 3, Reason: sdk.ReasonRetriesExhausted})
+
+	n, err := op.RequeueFailureSet(ctx, operator.RequeueSet{Filter: set.Filter, Digest: set.Digest, Note: "INC-9",
+		Audit: map[string]string{"workflow": "orders"}})
 	if err != nil {
 		panic(err)
 	}
-	audit, _ := op.AuditLog(ctx, 0)
-	fmt.Println("requeued", len(runs), "runs;", len(audit), "audit row of", audit[0].Runs, "runs")
+	audit, _ := op.AuditLog(ctx, 1)
+	left, _ := op.Failures(ctx, operator.FailureFilter{Workflow: "orders"})
+	fmt.Println("requeued", n, "runs in one audit row of", audit[0].Runs, "runs;", len(left), "failure left, the one after the window")
+	_, err = op.RequeueFailureSet(ctx, operator.RequeueSet{Filter: set.Filter, Digest: set.Digest})
+	fmt.Println(errors.Is(err, operator.ErrFailuresChanged))
 	// Output:
-	// orders charge retries_exhausted
-	// orders charge retries_exhausted
-	// requeued 2 runs; 1 audit row of 2 runs
+	// 3 failures
+	// orders charge retries_exhausted 2
+	// orders ship non_retryable 1
+	// requeued 3 runs in one audit row of 3 runs; 1 failure left, the one after the window
+	// true
 }
 
 // A purge previewed against a fixed cutoff (PurgeOptions.Before) deletes,

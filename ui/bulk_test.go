@@ -95,6 +95,11 @@ func TestRequeueFailures_TenThousandByFilterInOneAuditRow(t *testing.T) {
 		rows[0].Note != "ui:token: INC-20; checked that pay-supplier did not take effect for 1,000 indeterminate runs" {
 		t.Fatalf("audit: %d rows, the first of %d runs, filter %v, note %q; want one of 10,000", len(rows), rows[0].Runs, rows[0].Filter["workflow"], rows[0].Note)
 	}
+	// It records the set as the preview counted it: its window, size and
+	// digest, not its failure IDs.
+	if a := rows[0].Filter; a["until"] != form.Get("until") || a["failures"] != 10_000.0 || a["digest"] != form.Get("set") || a["failure_ids"] != nil {
+		t.Fatalf("audit filter %v, want the window's end %s, 10,000 failures, the digest %s, no IDs", a, form.Get("until"), form.Get("set"))
+	}
 	var queued int
 	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+f.schema+`.runs WHERE status = 'queued'`).Scan(&queued); err != nil || queued != 10_000 {
 		t.Fatalf("%d runs queued (%v), want 10,000", queued, err)

@@ -1,14 +1,10 @@
 package ui
 
 import (
-	"cmp"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -204,16 +200,16 @@ type previewPage struct {
 	Sample []operator.Failure
 	// Breakdown counts the set by workflow, activity and reason, most
 	// first; Oldest and Newest are its first and last failures.
-	Breakdown      []previewGroup
+	Breakdown      []operator.FailureSetGroup
 	Oldest, Newest time.Time
-	Set            string // candidateSet of the members
+	Set            string // the set's digest, which the confirm carries
 	// Since and Until are the window the preview fixed (Since zero: from
 	// any time), which the confirm carries.
 	Since, Until time.Time
-	Note           string
-	Action         string // where the confirm posts, relative to the root
-	Back           string // the page to go back to, relative to the root
-	Changed        string // why a confirm was refused, when it was
+	Note         string
+	Action       string // where the confirm posts, relative to the root
+	Back         string // the page to go back to, relative to the root
+	Changed      string // why a confirm was refused, when it was
 	// Lost are the at-most-once activities of the failures that failed
 	// indeterminate, which a confirm must say were checked (checkedField);
 	// LostRuns counts those failures, Others the rest. LostShown is set
@@ -222,48 +218,17 @@ type previewPage struct {
 	LostRuns, Others int
 	LostShown        bool
 	Unchecked        string // why a confirm without the checks was refused
-
-	members []operator.FailureMember
 }
 
-// previewGroup is one line of a preview's breakdown.
-type previewGroup struct {
-	Workflow, Activity string
-	Reason             policy.Reason
-	Failures           int
-}
-
-// newPreview is the preview of members, with the full rows of sample (the
-// rows of the oldest members; any other row is left out).
-func newPreview(members []operator.FailureMember, sample []operator.Failure) previewPage {
-	p := previewPage{Count: len(members), members: members, Set: candidateSet(members)}
-	in := make(map[int64]bool, len(members))
-	byGroup := map[previewGroup]int{}
-	for _, m := range members {
-		in[m.ID] = true
-		byGroup[previewGroup{Workflow: m.Workflow, Activity: m.Activity, Reason: m.Reason}]++
-	}
-	if len(members) > 0 {
-		p.Oldest, p.Newest = members[0].FailedAt, members[len(members)-1].FailedAt
-	}
-	for _, f := range sample {
-		if in[f.ID] && len(p.Sample) < maxSample {
-			p.Sample = append(p.Sample, f)
-		}
-	}
-	for g, n := range byGroup {
-		g.Failures = n
-		p.Breakdown = append(p.Breakdown, g)
-	}
-	slices.SortFunc(p.Breakdown, func(a, b previewGroup) int {
-		if c := cmp.Compare(b.Failures, a.Failures); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Workflow+"\x00"+a.Activity+"\x00"+string(a.Reason), b.Workflow+"\x00"+b.Activity+"\x00"+string(b.Reason))
-	})
-	p.Lost = lostEffects(members)
+// newPreview is the preview of set, with the full rows of its oldest
+// failures, sample.
+func newPreview(set operator.FailureSet, sample []operator.Failure) previewPage {
+	p := previewPage{Count: int(set.Count), Set: set.Digest, Breakdown: set.Breakdown,
+		Oldest: set.Oldest, Newest: set.Newest, Since: set.Filter.Since, Until: set.Filter.Until}
+	p.Sample = sample[:min(len(sample), maxSample)]
+	p.Lost = lostEffects(set.Breakdown)
 	p.LostRuns = lostRuns(p.Lost)
-	p.Others = len(members) - p.LostRuns
+	p.Others = p.Count - p.LostRuns
 	shown := 0
 	for _, f := range p.Sample {
 		if f.Reason == policy.Indeterminate {
@@ -272,24 +237,6 @@ func newPreview(members []operator.FailureMember, sample []operator.Failure) pre
 	}
 	p.LostShown = shown == p.LostRuns
 	return p
-}
-
-// candidateSet is the fingerprint of a set of failures that a preview shows
-// and a confirm compares: the sorted failure row IDs, hashed (a run
-// requeued meanwhile that failed again has a new failure row).
-func candidateSet(members []operator.FailureMember) string {
-	ids := make([]int64, len(members))
-	for i, m := range members {
-		ids[i] = m.ID
-	}
-	slices.Sort(ids)
-	h := sha256.New()
-	var b [8]byte
-	for _, id := range ids {
-		binary.BigEndian.PutUint64(b[:], uint64(id))
-		h.Write(b[:])
-	}
-	return strconv.Itoa(len(ids)) + "-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // requeueFailures previews (first post) and then performs (confirm=1) the
@@ -325,18 +272,18 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.fail(w, r, http.StatusBadRequest, "Requeue", err)
 		return
 	}
+	var set operator.FailureSet
 	preview := func(f operator.FailureGroupFilter) (previewPage, error) {
-		members, err := h.op.OpenFailureMembers(ctx, f)
+		var err error
+		if set, err = h.op.FailureSet(ctx, f); err != nil {
+			return previewPage{}, err
+		}
+		sample, err := h.op.OpenFailures(ctx, set.Filter, maxSample)
 		if err != nil {
 			return previewPage{}, err
 		}
-		sample, err := h.op.OpenFailures(ctx, f, maxSample)
-		if err != nil {
-			return previewPage{}, err
-		}
-		p := newPreview(members, sample)
+		p := newPreview(set, sample)
 		p.Query, p.Note, p.Action, p.Back = q, r.PostFormValue("note"), "failures/requeue", "failures?"+q.Values().Encode()
-		p.Since, p.Until = f.Since, f.Until
 		return p, nil
 	}
 	p, err := preview(f)
@@ -361,36 +308,46 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	ids, note, ok := p.checked(r.PostForm)
+	skip, note, ok := p.checked(r.PostForm)
 	if !ok {
 		h.render(w, r, http.StatusUnprocessableEntity, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	n, err := h.requeueSet(r, q, ids, auditNote(who, note))
+	n, err := h.op.RequeueFailureSet(ctx, operator.RequeueSet{Filter: set.Filter, Digest: set.Digest, SkipIndeterminate: skip,
+		Note: auditNote(who, note), Audit: q.audit()})
+	if errors.Is(err, operator.ErrFailuresChanged) {
+		// Changed between this read and the requeue's lock: as above.
+		if f, err = q.window(now); err == nil {
+			p, err = preview(f)
+		}
+		if err == nil {
+			p.Changed = "The failures changed as you confirmed (another requeue, a purge): nothing was requeued. Check the counts below, of the failures until now, and confirm again."
+			h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
+			return
+		}
+	}
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	kept := p.Count - len(ids)
+	kept := 0
+	if skip {
+		kept = p.LostRuns
+	}
 	h.log.Info("ui: requeued failures", "who", who, "runs", n, "previewed", p.Count, "indeterminate", p.LostRuns,
-		"left_failed", kept, "filter", q.Values().Encode(), "group", q.Group)
+		"left_failed", kept, "filter", q.Values().Encode(), "group", q.Group,
+		"since", formTime(set.Filter.Since), "until", formTime(set.Filter.Until), "digest", set.Digest)
 	v := q.Values()
-	v.Set("requeued", strconv.Itoa(n))
+	v.Set("requeued", strconv.FormatInt(n, 10))
 	if kept > 0 {
 		v.Set("kept", strconv.Itoa(kept))
 	}
 	redirect(w, root(r)+"failures?"+v.Encode())
 }
 
-// requeueSet requeues the runs of exactly the previewed failure rows ids,
-// in one statement with one audit row carrying note and the filter
-// (requeue_failure_ids), however many: a run requeued meanwhile by someone
-// else, which may have failed again with another failure row, is left
-// alone. It returns how many runs it put back.
-func (h *handler) requeueSet(r *http.Request, q failureQuery, ids []int64, note string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
+// audit is q as the audit row records how a set was selected: the page's
+// filter, and the group's fingerprint for a requeue of one group.
+func (q failureQuery) audit() map[string]string {
 	filter := map[string]string{}
 	for k, v := range q.Values() {
 		if len(v) > 0 && v[0] != "" {
@@ -401,8 +358,7 @@ func (h *handler) requeueSet(r *http.Request, q failureQuery, ids []int64, note 
 		filter["group_workflow"], filter["group_activity"], filter["group_reason"] = fp.Workflow, fp.Activity, string(fp.Reason)
 		filter["group_error_type"], filter["group_message"] = fp.ErrorType, fp.Message
 	}
-	done, err := h.op.RequeueFailureIDs(r.Context(), ids, note, filter)
-	return len(done), err
+	return filter
 }
 
 // purgePage is the Data of the purge confirmation.

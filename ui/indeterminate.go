@@ -35,41 +35,30 @@ type lostEffect struct {
 
 // checked decides which of p's failures a confirm puts back, and with what
 // audit note: all of them when the form says every lost effect was checked,
-// the others alone when it asks to skip the indeterminate ones and there
-// are others. ok is false when it does neither while some failed
+// the others alone (skip) when it asks to skip the indeterminate ones and
+// there are others. ok is false when it does neither while some failed
 // indeterminate: p then says why, and nothing may be requeued.
-func (p *previewPage) checked(form url.Values) (ids []int64, note string, ok bool) {
+func (p *previewPage) checked(form url.Values) (skip bool, note string, ok bool) {
 	if len(p.Lost) == 0 {
-		return idsOf(p.members, false), p.Note, true
+		return false, p.Note, true
 	}
 	if form.Get(skipField) == "1" && p.Others > 0 {
-		return idsOf(p.members, true), skippedNote(p.Note, p.Lost), true
+		return true, skippedNote(p.Note, p.Lost), true
 	}
 	if missing := unchecked(form, p.Lost); len(missing) > 0 {
 		p.Unchecked = uncheckedRefusal(missing, p.Others)
-		return nil, "", false
+		return false, "", false
 	}
-	return idsOf(p.members, false), checkedNote(p.Note, p.Lost), true
+	return false, checkedNote(p.Note, p.Lost), true
 }
 
-// idsOf returns the failure row IDs of members, without those that failed
-// indeterminate when withoutLost is set.
-func idsOf(members []operator.FailureMember, withoutLost bool) []int64 {
-	ids := make([]int64, 0, len(members))
-	for _, m := range members {
-		if !withoutLost || m.Reason != policy.Indeterminate {
-			ids = append(ids, m.ID)
-		}
-	}
-	return ids
-}
-
-// lostEffects returns the activities of the indeterminate failures, by name.
-func lostEffects(members []operator.FailureMember) []lostEffect {
+// lostEffects returns the activities of the indeterminate failures of a
+// set's breakdown, by name.
+func lostEffects(breakdown []operator.FailureSetGroup) []lostEffect {
 	runs := map[string]int{}
-	for _, m := range members {
-		if m.Reason == policy.Indeterminate {
-			runs[m.Activity]++
+	for _, g := range breakdown {
+		if g.Reason == policy.Indeterminate {
+			runs[g.Activity] += int(g.Failures)
 		}
 	}
 	return sortedEffects(runs)

@@ -166,15 +166,17 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
 	}
-	var members []operator.FailureMember
+	// The set of one failure: the run's open one, named by its row's ID.
+	var set operator.FailureSet
 	var rows []operator.Failure
 	if f := run.Failure; run.Status == sdk.RunFailed && f != nil {
-		members = []operator.FailureMember{{ID: f.ID, RunID: f.RunID, Workflow: f.Workflow, Activity: f.Activity, Reason: f.Reason, FailedAt: f.FailedAt}}
+		set = operator.FailureSet{Count: 1, Oldest: f.FailedAt, Newest: f.FailedAt, Digest: "failure-" + strconv.FormatInt(f.ID, 10),
+			Breakdown: []operator.FailureSetGroup{{Workflow: f.Workflow, Activity: f.Activity, Reason: f.Reason, Failures: 1}}}
 		rows = []operator.Failure{*f}
 	}
-	p := newPreview(members, rows)
+	p := newPreview(set, rows)
 	p.Note, p.Action, p.Back = r.PostFormValue("note"), "runs/"+id.String()+"/requeue", "runs/"+id.String()
-	if len(members) == 0 {
+	if set.Count == 0 {
 		p.Changed = fmt.Sprintf("Run %s is %s, not failed: there is nothing to requeue.", id, run.Status)
 		status := http.StatusOK
 		if r.PostFormValue("confirm") == "1" {

@@ -30,7 +30,7 @@ const testToken = "s3cret-token"
 // fixture is one migrated schema, its operator, and the UI mounted under
 // /tenure/ of a mux, as an application would mount it.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	pool   *pgxpool.Pool
 	schema string
 	st     *store.Store
@@ -40,13 +40,13 @@ type fixture struct {
 	cookie []*http.Cookie
 }
 
-func newFixture(t *testing.T, cfg ui.Config) *fixture {
+func newFixture(t testing.TB, cfg ui.Config) *fixture {
 	t.Helper()
 	return newFixtureOn(t, pgtest.Pool(t), pgtest.Schema(t), cfg)
 }
 
 // newFixtureOn is newFixture on pool, in schema.
-func newFixtureOn(t *testing.T, pool *pgxpool.Pool, schema string, cfg ui.Config) *fixture {
+func newFixtureOn(t testing.TB, pool *pgxpool.Pool, schema string, cfg ui.Config) *fixture {
 	t.Helper()
 	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func (f *fixture) post(path string, form url.Values, o postOpts) *httptest.Respo
 }
 
 // want fails unless the answer has status and every pattern in its body.
-func want(t *testing.T, w *httptest.ResponseRecorder, status int, patterns ...string) string {
+func want(t testing.TB, w *httptest.ResponseRecorder, status int, patterns ...string) string {
 	t.Helper()
 	body := w.Body.String()
 	if w.Code != status {

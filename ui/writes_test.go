@@ -358,7 +358,7 @@ func TestCancelRun_ConfirmThenCancelled(t *testing.T) {
 }
 
 // hidden reads the value of the hidden input name in body.
-func hidden(t *testing.T, body, name string) string {
+func hidden(t testing.TB, body, name string) string {
 	t.Helper()
 	m := regexp.MustCompile(`name="` + regexp.QuoteMeta(name) + `" value="([^"]*)"`).FindStringSubmatch(body)
 	if m == nil {
@@ -370,7 +370,7 @@ func hidden(t *testing.T, body, name string) string {
 // previewed copies into form what a preview's confirm form carries to say
 // which set it confirms: the digest of the set, and the window the preview
 // fixed (a requeue by filter).
-func previewed(t *testing.T, body string, form url.Values) {
+func previewed(t testing.TB, body string, form url.Values) {
 	t.Helper()
 	form.Set("set", hidden(t, body, "set"))
 	for _, name := range []string{"since", "until"} {

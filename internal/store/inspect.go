@@ -141,9 +141,21 @@ func (s *Store) FailureCounts(ctx context.Context, width time.Duration, since ti
 // RunAuditLog returns the audit_log rows that name the run among their
 // run_ids (the requeues that put it back: who, when, with what note), oldest
 // first, through the GIN index on run_ids (migration 7). Purges name no
-// runs.
+// runs. It reads what a run's page shows and no more: RunIDs is left empty
+// (the run is among them; Runs counts them) and Filter lacks failure_ids, so
+// that the row of a requeue of a million runs costs the page of each of
+// them as little as that of one.
 func (s *Store) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry, error) {
-	return s.auditLog(ctx, `WHERE run_ids @> ARRAY[$1::uuid] ORDER BY id`, uuidArg(runID))
+	rows, err := s.pool.Query(ctx, s.sql(`
+		SELECT id, at, actor, action, runs, failures, filter - 'failure_ids', '{}'::uuid[], coalesce(note, '')
+		FROM {schema}.audit_log
+		WHERE run_ids @> ARRAY[$1::uuid]
+		ORDER BY id`), uuidArg(runID))
+	if err != nil {
+		return nil, s.wrap("read the run's audit log", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
+	return out, s.wrap("read the run's audit log", err)
 }
 
 // Schemas lists the schemas of the database that hold Tenure's tables (a

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,44 +14,152 @@ import (
 )
 
 // The statements of the web UI's bulk actions: the whole set of open
-// failures a requeue by filter touches, however large, and the runs a purge
+// failures a requeue by filter touches, however large, counted and
+// requeued in SQL, and the runs a purge
 // of failures deletes, counted, sampled and deleted against one cutoff
 // (PurgeOptions.Before).
 
-// FailureMember is one open failure of the set a bulk requeue previews and
-// confirms: enough to count it, hash the set and requeue it by ID.
-type FailureMember struct {
-	ID       int64 // the failure row's
-	RunID    uuid.UUID
+// FailureSet is the open failures a filter selects in a fixed window,
+// counted, broken down and named in SQL: however many they are, the client
+// reads a few rows.
+type FailureSet struct {
+	// Filter is the filter the set was read with, its window fixed: Until,
+	// when the filter had none, is the database's now() at the read. A
+	// requeue of the set (RequeueSet.Filter) selects it again with it.
+	Filter FailureGroupFilter
+	Count  int64
+	// Oldest and Newest are its first and last failures (zero: empty).
+	Oldest, Newest time.Time
+	// Breakdown counts the set by workflow, activity and reason, most
+	// failures first.
+	Breakdown []FailureSetGroup
+	// Digest names the set's failure rows (the SQL function
+	// failure_set_digest of their IDs): a requeue of the set is refused once
+	// the set no longer has it.
+	Digest string
+}
+
+// FailureSetGroup is one line of a FailureSet's breakdown.
+type FailureSetGroup struct {
 	Workflow string
 	Activity string // empty when the workflow itself failed
 	Reason   policy.Reason
-	FailedAt time.Time
+	Failures int64
 }
 
-// OpenFailureMembers lists every open failure f selects, oldest first, with
-// no limit: a requeue by filter previews the whole set (a count, a
-// breakdown and a sample) and then requeues exactly those rows by ID.
-// It reads one row of a few columns per failure, through the index that
-// f's filters select (a group's members are one range of
-// failures_open_fingerprint_idx).
-func (s *Store) OpenFailureMembers(ctx context.Context, f FailureGroupFilter) ([]FailureMember, error) {
-	var args []any
-	cond := f.where(&args, nil)
-	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT f.id, f.run_id, f.workflow, coalesce(f.activity, ''), f.reason, f.failed_at
-		FROM {schema}.failures f
-		WHERE `+cond+`
-		ORDER BY f.failed_at, f.id`), args...)
-	if err != nil {
-		return nil, s.wrap("list open failures", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureMember, error) {
-		var m FailureMember
-		err := row.Scan(&m.ID, (*[16]byte)(&m.RunID), &m.Workflow, &m.Activity, &m.Reason, &m.FailedAt)
-		return m, err
+// FailureSet counts, breaks down and names the open failures f selects,
+// in one read-only snapshot, fixing f's window: with no f.Until, the set
+// ends at the database's now(). It reads the failures through the index
+// f's filters select (a group's are one range of
+// failures_open_fingerprint_idx) and returns one row per (workflow,
+// activity, reason): a set of 1,000,000 failures costs the database about
+// a second and the client nothing more than a set of ten (see
+// BenchmarkFailureSet_OneMillionFailures in package ui).
+func (s *Store) FailureSet(ctx context.Context, f FailureGroupFilter) (FailureSet, error) {
+	var out FailureSet
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if f.Until.IsZero() {
+			if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&f.Until); err != nil {
+				return err
+			}
+		}
+		out.Filter = f
+		var args []any
+		cond := f.where(&args, nil)
+		rows, err := tx.Query(ctx, s.sql(`
+			SELECT f.workflow, coalesce(f.activity, ''), f.reason, count(*), min(f.failed_at), max(f.failed_at)
+			FROM {schema}.failures f
+			WHERE `+cond+`
+			GROUP BY 1, 2, 3
+			ORDER BY 4 DESC, 1, 2, 3`), args...)
+		if err != nil {
+			return err
+		}
+		var g FailureSetGroup
+		var first, last time.Time
+		_, err = pgx.ForEachRow(rows, []any{&g.Workflow, &g.Activity, &g.Reason, &g.Failures, &first, &last}, func() error {
+			out.Breakdown = append(out.Breakdown, g)
+			out.Count += g.Failures
+			if out.Oldest.IsZero() || first.Before(out.Oldest) {
+				out.Oldest = first
+			}
+			if last.After(out.Newest) {
+				out.Newest = last
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, s.sql(`
+			SELECT {schema}.failure_set_digest(ARRAY(SELECT f.id FROM {schema}.failures f WHERE `+cond+`))`), args...).Scan(&out.Digest)
 	})
-	return out, s.wrap("list open failures", err)
+	return out, s.wrap("count open failures", err)
+}
+
+// ErrFailuresChanged is returned by RequeueFailureSet when the set of
+// failures in the window is no longer the one previewed: nothing was
+// requeued.
+var ErrFailuresChanged = errors.New("the failures changed since the preview")
+
+// RequeueSet is a requeue of a FailureSet, as its preview counted it.
+type RequeueSet struct {
+	// Filter is the set's (FailureSet.Filter), its window included: the
+	// failures are selected again by it, in the statement that requeues
+	// them.
+	Filter FailureGroupFilter
+	// Digest is the set's as previewed (FailureSet.Digest).
+	Digest string
+	// SkipIndeterminate leaves failed the runs that failed indeterminate
+	// (their at-most-once activity would run again) and requeues the
+	// others.
+	SkipIndeterminate bool
+	// Note is recorded in the audit_log row.
+	Note string
+	// Audit says how the person selected the set (a page's filter), for the
+	// audit row's filter, beside the window, the set's size and its digest.
+	Audit map[string]string
+}
+
+// RequeueFailureSet requeues the runs of the open failures q.Filter selects
+// in its window, when they are still the set previewed (q.Digest): one
+// statement, one audit_log row, whatever their number, through the SQL
+// function requeue_failure_set, to which the statement itself passes the
+// failure IDs it selects (none travels to the client). It returns how many
+// runs it put back, or ErrFailuresChanged and puts none back.
+func (s *Store) RequeueFailureSet(ctx context.Context, q RequeueSet) (int64, error) {
+	if q.Filter.Until.IsZero() {
+		return 0, errors.New("requeue failures: the set has no window (FailureSet.Filter has one)")
+	}
+	audit := map[string]string{}
+	for k, v := range q.Audit {
+		audit[k] = v
+	}
+	audit["until"] = q.Filter.Until.UTC().Format(time.RFC3339Nano)
+	if !q.Filter.Since.IsZero() {
+		audit["since"] = q.Filter.Since.UTC().Format(time.RFC3339Nano)
+	}
+	filter, err := json.Marshal(audit)
+	if err != nil {
+		return 0, fmt.Errorf("requeue failures: encode filter: %w", err)
+	}
+	var args []any
+	cond := q.Filter.where(&args, nil)
+	n := len(args)
+	args = append(args, q.Digest, q.SkipIndeterminate, q.Note, string(filter))
+	var requeued int64
+	var changed bool
+	err = s.pool.QueryRow(ctx, s.sql(fmt.Sprintf(`
+		SELECT requeued, changed
+		FROM {schema}.requeue_failure_set(ARRAY(SELECT f.id FROM {schema}.failures f WHERE %s), $%d, $%d, nullif($%d, ''), $%d::text::jsonb)`,
+		cond, n+1, n+2, n+3, n+4)), args...).Scan(&requeued, &changed)
+	if err != nil {
+		return 0, s.wrap("requeue failures", err)
+	}
+	if changed {
+		return 0, ErrFailuresChanged
+	}
+	return requeued, nil
 }
 
 // PurgeCutoff is now minus olderThan by the database's clock: the cutoff a

@@ -1,8 +1,12 @@
 package store_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
@@ -83,5 +87,82 @@ func TestPurgeFailures_CountLocksNothingAndTheAuditRowRecordsTheCutoff(t *testin
 	audit, _ = st.AuditLog(t.Context(), 1)
 	if audit[0].Action != "purge_completed" || audit[0].Filter["before"] == nil {
 		t.Fatalf("audit row %+v, want purge_completed with its cutoff", audit[0])
+	}
+}
+
+// A requeue by filter is counted, broken down, named and performed in SQL:
+// the client reads a few rows however many failures there are, the
+// requeue selects the set again in its statement, in the window the count
+// fixed, and refuses when the set changed; the audit row records the
+// filter, the window, the set's size and digest, not the failure IDs.
+func TestRequeueFailureSet_CountsAndRequeuesInSQLInAFixedWindow(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	h := newHistory(t, st)
+	charge := []uuid.UUID{
+		h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: policy.RetriesExhausted}),
+		h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: policy.RetriesExhausted}),
+	}
+	lost := h.run(outcome{workflow: "orders", activity: "pay", errors: 1, reason: policy.Indeterminate})
+	other := h.run(outcome{workflow: "billing", activity: "invoice", errors: 1, reason: policy.NonRetryable})
+
+	set, err := st.FailureSet(t.Context(), store.FailureGroupFilter{Workflow: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.FailureSetGroup{
+		{Workflow: "orders", Activity: "charge", Reason: policy.RetriesExhausted, Failures: 2},
+		{Workflow: "orders", Activity: "pay", Reason: policy.Indeterminate, Failures: 1},
+	}
+	if set.Count != 3 || !slices.Equal(set.Breakdown, want) || set.Filter.Until.IsZero() || set.Oldest.After(set.Newest) {
+		t.Fatalf("set %+v; want 3 failures, %+v, a window end", set, want)
+	}
+	digest := scalar[string](t, st, `SELECT md5(string_agg(id::text, ',' ORDER BY id)) FROM {schema}.failures WHERE workflow = 'orders'`)
+	if set.Digest != digest {
+		t.Fatalf("digest %q, want the md5 of the sorted IDs %q", set.Digest, digest)
+	}
+
+	// A failure after the window is not in the set; the requeue acts on the
+	// set alone, leaving the indeterminate run failed when asked to.
+	late := h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: policy.RetriesExhausted})
+	n, err := st.RequeueFailureSet(t.Context(), store.RequeueSet{Filter: set.Filter, Digest: set.Digest, SkipIndeterminate: true,
+		Note: "INC-11", Audit: map[string]string{"workflow": "orders", "age": "1h"}})
+	if err != nil || n != 2 {
+		t.Fatalf("requeue: %d, %v; want the 2 charges", n, err)
+	}
+	status := func(id uuid.UUID) string {
+		return scalar[string](t, st, `SELECT status FROM {schema}.runs WHERE id = $1`, id)
+	}
+	if status(charge[0]) != "queued" || status(charge[1]) != "queued" || status(lost) != "failed" || status(late) != "failed" || status(other) != "failed" {
+		t.Fatalf("after the requeue: %s %s %s %s %s", status(charge[0]), status(charge[1]), status(lost), status(late), status(other))
+	}
+	audit, _ := st.AuditLog(t.Context(), 1)
+	f := audit[0].Filter
+	if audit[0].Runs != 2 || len(audit[0].RunIDs) != 2 || f["workflow"] != "orders" || f["age"] != "1h" || f["failures"] != 3.0 ||
+		f["digest"] != set.Digest || f["until"] != set.Filter.Until.UTC().Format(time.RFC3339Nano) || f["failure_ids"] != nil || audit[0].Note != "INC-11" {
+		t.Fatalf("audit row %+v; want 2 runs, the filter, the window, the set's size and digest and no failure IDs", audit[0])
+	}
+
+	// The same set again: no longer the one counted (two were requeued).
+	if _, err := st.RequeueFailureSet(t.Context(), store.RequeueSet{Filter: set.Filter, Digest: set.Digest}); !errors.Is(err, store.ErrFailuresChanged) {
+		t.Fatalf("a stale set: %v, want ErrFailuresChanged", err)
+	}
+	if status(lost) != "failed" {
+		t.Fatal("a refused requeue requeued")
+	}
+
+	// A run's audit log is read without the arrays: the run's page of each
+	// of a million runs requeued at once does not read the million IDs.
+	fid := scalar[int64](t, st, `SELECT id FROM {schema}.failures WHERE run_id = $1 AND requeued_at IS NULL`, other)
+	if _, err := st.RequeueFailureIDs(t.Context(), []int64{fid}, "by ID", map[string]string{"workflow": "billing"}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := st.RunAuditLog(t.Context(), other)
+	if err != nil || len(log) != 1 || log[0].RunIDs != nil && len(log[0].RunIDs) != 0 || log[0].Filter["failure_ids"] != nil ||
+		log[0].Filter["workflow"] != "billing" || log[0].Runs != 1 || log[0].Note != "by ID" {
+		t.Fatalf("the run's audit log %+v, %v; want its requeue without run or failure IDs", log, err)
+	}
+	if log, _ := st.RunAuditLog(t.Context(), charge[0]); len(log) != 1 || log[0].Note != "INC-11" {
+		t.Fatalf("the audit log of a run requeued in a set: %+v", log)
 	}
 }
