@@ -92,10 +92,10 @@ func (h *handler) authenticate(r *http.Request) (who string, status int, err err
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
-		return "", http.StatusUnauthorized, errors.New("write actions need the token: open login?token=… once, or send Authorization: Bearer …")
+		return "", http.StatusUnauthorized, errors.New("write actions need the token: log in (the login page, or the link tenure ui printed) once, or send Authorization: Bearer …")
 	}
 	if !equal(c.Value, h.session()) {
-		return "", http.StatusForbidden, errors.New("wrong or stale session: open login?token=… again")
+		return "", http.StatusForbidden, errors.New("wrong or stale session: log in again")
 	}
 	return "token", 0, nil
 }
@@ -108,12 +108,29 @@ func (h *handler) session() string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// login checks ?token= (or the posted token) and sets the session cookie,
-// then sends the browser to the failures page without the token in its URL.
-// Wrong tokens are throttled per client address (throttle.go).
+// loginPage is the Data of the login page: a form that posts the token,
+// and why the last attempt failed.
+type loginPage struct {
+	Status  int
+	Message string
+}
+
+// login checks the token, from the login form (a POST of this origin) or
+// the link tenure ui prints (login?token=…, opened from outside the
+// browser or from the UI's own pages), and sets the session cookie, then
+// sends the browser to the failures page without the token in its URL. An
+// attempt from another site (an <img> or a form of a page the operator
+// visits) is refused before its token is counted or compared, so that no
+// page can spend the operator's guesses and lock the right token out;
+// wrong tokens are throttled (throttle.go). Without a token it shows the
+// form.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	if !h.cfg.Writes || h.cfg.Authorize != nil {
 		redirect(w, "./")
+		return
+	}
+	if err := crossSite(r); err != nil {
+		h.fail(w, r, http.StatusForbidden, "Log in", err)
 		return
 	}
 	token := r.URL.Query().Get("token")
@@ -121,14 +138,14 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		token = r.PostFormValue("token")
 	}
 	if token == "" {
-		h.fail(w, r, http.StatusUnauthorized, "Log in", errors.New("open login?token=<the token tenure ui printed> to enable the write actions"))
+		h.render(w, r, http.StatusOK, "login", page{Title: "Log in", Data: loginPage{}})
 		return
 	}
 	if !h.guess(w, r, "Log in") {
 		return // out of guesses: the token is not even compared
 	}
 	if !equal(token, h.cfg.Token) {
-		h.fail(w, r, http.StatusForbidden, "Log in", errors.New("wrong token"))
+		h.render(w, r, http.StatusForbidden, "login", page{Title: "Log in", Data: loginPage{Status: http.StatusForbidden, Message: "wrong token"}})
 		return
 	}
 	h.guesses.refund(clientOf(r))
@@ -163,6 +180,46 @@ func (h *handler) csrfValid(r *http.Request) bool {
 	return equal(r.PostFormValue(csrfField), c.Value)
 }
 
+// crossSite refuses a login attempt that another site's page made the
+// browser send: by the browser's own word (Sec-Fetch-Site, which pages
+// cannot set: cross-site, or same-site, another port or subdomain), or by
+// an Origin (null too: a sandboxed page) or a Referer of another host. A
+// link opened from outside the browser (Sec-Fetch-Site: none), from the
+// UI's own pages, or by a script, which sends none of them, passes.
+func crossSite(r *http.Request) error {
+	refused := errors.New("a login from another site is refused (and not counted): open the link tenure ui printed from the address bar or a terminal, or log in on the login page")
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return refused
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); o == "null" || err != nil || !ownHost(r, u.Host) {
+			return refused
+		}
+	}
+	if ref := r.Header.Get("Referer"); ref != "" {
+		if u, err := url.Parse(ref); err != nil || !ownHost(r, u.Host) {
+			return refused
+		}
+	}
+	return nil
+}
+
+// ownHost reports whether host is the one the request came to (or the
+// first X-Forwarded-Host a proxy set).
+func ownHost(r *http.Request, host string) bool {
+	hosts := []string{r.Host}
+	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" { // set by a proxy in front, not by a page
+		hosts = append(hosts, strings.TrimSpace(strings.Split(fwd, ",")[0]))
+	}
+	for _, h := range hosts {
+		if host != "" && strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
+}
+
 // sameOrigin requires the Origin header (or, without one, the Referer) to
 // name the host the request was sent to: a form on another site cannot
 // post here even with the cookies.
@@ -178,14 +235,8 @@ func sameOrigin(r *http.Request) error {
 	if err != nil || u.Host == "" {
 		return errors.New("unreadable Origin or Referer")
 	}
-	hosts := []string{r.Host}
-	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" { // set by a proxy in front, not by a page
-		hosts = append(hosts, strings.TrimSpace(strings.Split(fwd, ",")[0]))
-	}
-	for _, h := range hosts {
-		if strings.EqualFold(u.Host, h) {
-			return nil
-		}
+	if ownHost(r, u.Host) {
+		return nil
 	}
 	return errors.New("the request comes from " + u.Host + ", not from this UI's host")
 }

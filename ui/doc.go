@@ -38,8 +38,10 @@
 //
 // The UI is read-only unless Config.Writes is set; it then needs
 // Config.Token (sent as "Authorization: Bearer", or as the cookie that
-// /login?token= sets) or Config.Authorize (the application's own login,
-// which also names who acts). Wrong tokens are throttled per client address
+// the login page, or the link /login?token=, sets; a login from another
+// site is refused before it is counted) or Config.Authorize (the
+// application's own login, which also names who acts). Wrong tokens are
+// throttled per client address and for all addresses together
 // (throttle.go), and New warns of a token weaker than MinTokenBits;
 // ListenWarning says what a UI on a non-loopback address exposes. Every
 // write is a POST from the UI's own pages (same-origin Origin or Referer,

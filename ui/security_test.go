@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -125,6 +126,78 @@ func TestLogin_GuessesAreThrottledPerClient(t *testing.T) {
 	}
 	if w := login("10.0.0.3", testToken); w.Code != http.StatusSeeOther {
 		t.Fatalf("another client: %d, want it logged in", w.Code)
+	}
+}
+
+// A page of another site that the operator visits cannot spend the
+// operator's guesses (an <img src="http://127.0.0.1:8080/login?token=x">, a
+// form posted from elsewhere): a login that the browser says, or whose
+// Origin or Referer says, comes from another site is refused before its
+// token is counted, so the right token still logs in. Many addresses
+// guessing together are held to one budget, and the UI's own machine is
+// not held up by them.
+func TestLogin_OtherSitesAndManyAddressesCannotLockTheTokenOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, writes)
+	login := func(client, token string, header ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/tenure/login?token="+url.QueryEscape(token), nil)
+		req.RemoteAddr = client + ":50000"
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		return f.do(req)
+	}
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Sec-Fetch-Site", "same-site"}, // another port of 127.0.0.1, another subdomain
+		{"Referer", "https://evil.example/page"},
+		{"Origin", "https://evil.example"},
+		{"Origin", "null"},
+	} {
+		for range 50 {
+			want(t, login("127.0.0.1", "guess", h...), http.StatusForbidden, `login from another site is refused \(and not counted\)`)
+		}
+	}
+	for _, h := range [][]string{{"Sec-Fetch-Site", "none"}, {"Sec-Fetch-Site", "same-origin", "Referer", "http://example.com/tenure/failures"}, nil} {
+		if w := login("127.0.0.1", testToken, h...); w.Code != http.StatusSeeOther {
+			t.Fatalf("the right token after 250 cross-site guesses, with %v: %d, want it logged in", h, w.Code)
+		}
+	}
+
+	// 5,000 IPv6 /64s guess once each: 60 guesses are compared, and the
+	// others are refused before.
+	codes := map[int]int{}
+	for i := range 5000 {
+		codes[login(fmt.Sprintf("2001:db8:%x::1", i), "guess").Code]++
+	}
+	if codes[http.StatusForbidden] != 60 || codes[http.StatusTooManyRequests] != 4940 {
+		t.Fatalf("5,000 addresses' guesses answered %v, want 60 × 403 and 4,940 × 429", codes)
+	}
+	want(t, login("198.51.100.9", testToken), http.StatusTooManyRequests, `too many wrong tokens from many addresses`)
+	if w := login("127.0.0.1", testToken); w.Code != http.StatusSeeOther {
+		t.Fatalf("the UI's own machine while many addresses guess: %d, want it logged in", w.Code)
+	}
+}
+
+// The login page posts the token: from this origin it logs in, from
+// another it is refused, uncounted.
+func TestLogin_ThePageLogsInWithAPost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, writes)
+	want(t, f.get("login"), http.StatusOK, `<form method="post" action="login" data-testid="login-form">`, `name="token"`)
+	post := func(origin, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/tenure/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		return f.do(req)
+	}
+	for range 20 {
+		want(t, post("https://evil.example", "guess"), http.StatusForbidden, `another site`)
+	}
+	want(t, post("http://example.com", "wrong"), http.StatusForbidden, `data-testid="error">wrong token<`, `data-testid="login-form"`)
+	w := post("http://example.com", testToken)
+	if w.Code != http.StatusSeeOther || len(w.Result().Cookies()) == 0 {
+		t.Fatalf("login by the form: %d, cookies %v", w.Code, w.Result().Cookies())
 	}
 }
 

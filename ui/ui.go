@@ -30,11 +30,14 @@ type Config struct {
 	// false: the UI is read-only and refuses every POST with 403.
 	Writes bool
 	// Token, when Writes is set and Authorize is nil, is what a write needs:
-	// "Authorization: Bearer <Token>", or the session cookie that
-	// /login?token=<Token> sets. With Writes, one of Token and Authorize is
-	// required. New logs a warning for a token of fewer than MinTokenBits
-	// bits (CheckToken), and wrong tokens are throttled per client address:
-	// 10 at once, then one every 6 seconds, answered 429 with Retry-After.
+	// "Authorization: Bearer <Token>", or the session cookie that the
+	// login page (or the link /login?token=<Token>) sets; a login from
+	// another site is refused before it is counted. With Writes, one of
+	// Token and Authorize is required. New logs a warning for a token of
+	// fewer than MinTokenBits bits (CheckToken), and wrong tokens are
+	// throttled, answered 429 with Retry-After: per client address, 10 at
+	// once, then one every 6 seconds; for all addresses together but the
+	// loopback one, 60 at once, then one a second.
 	Token string
 	// Authorize, when set, is the host application's own authentication:
 	// it decides every write (ok false refuses it with 403) and who is
@@ -83,7 +86,7 @@ type handler struct {
 
 	orphans     cached[[]operator.Orphans]
 	replication cached[operator.Replication]
-	guesses     *throttle // of the write token, per client address
+	guesses     *throttle // of the write token, per client address and in all
 }
 
 // New returns the UI as an http.Handler that serves its pages at the root

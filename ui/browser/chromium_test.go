@@ -56,7 +56,8 @@ type browser struct {
 // newBrowser starts a headless Chromium with a profile of its own and
 // closes it when the test ends. The browser reaches only base's host: every
 // other host name resolves to nothing, so no page and no background service
-// of Chromium can fetch from outside. A machine without Chromium, or one
+// of Chromium can fetch from outside (127.0.0.2 is reachable too: it plays
+// another site, on this machine). A machine without Chromium, or one
 // where it does not start, fails the test with what to install.
 func newBrowser(t *testing.T, base string) *browser {
 	t.Helper()
@@ -81,7 +82,7 @@ func newBrowser(t *testing.T, base string) *browser {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("mute-audio", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE 127.0.0.2"),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 800),
 		chromedp.CombinedOutput(output),
