@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -91,7 +90,7 @@ func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Att
 		}
 		return nil // an attempt, or the workflow's own code, runs
 	}
-	kind, arg, _ := strings.Cut(run.WaitingFor, ":")
+	wait := operator.WaitingFor(run) // what the run's row says; the steps and attempts say more
 	waitStep := func(k sdk.StepKind) {
 		for _, s := range steps {
 			if s.Kind == k && s.Status == sdk.StepWaiting {
@@ -102,27 +101,24 @@ func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Att
 			}
 		}
 	}
-	switch kind {
-	case "sleep":
-		w.Kind, w.Until = "sleep", run.RunAfter
+	switch wait.Kind {
+	case operator.WaitSleep:
+		w.Kind, w.Until = "sleep", wait.Until
 		waitStep(sdk.KindSleep)
-	case "signal":
-		w.Kind, w.Name, w.Until = "signal", arg, run.RunAfter
+	case operator.WaitSignal:
+		w.Kind, w.Name, w.Until = "signal", wait.Signal, wait.Until
 		waitStep(sdk.KindSignal)
-	case "child":
-		w.Kind, w.Until = "child", run.RunAfter
-		if id, err := uuid.Parse(arg); err == nil {
-			w.Child = id
-		}
+	case operator.WaitChild:
+		w.Kind, w.Until, w.Child = "child", wait.Until, wait.Child
 		waitStep(sdk.KindChild)
-	default:
+	default: // operator.WaitDue
 		switch {
-		case run.RunAfter.After(now) && backoff():
-			w.Until = run.RunAfter // the durable backoff: the run is due then
-		case run.RunAfter.After(now):
-			w.Kind, w.Until = "due", run.RunAfter
+		case wait.Until.After(now) && backoff():
+			w.Until = wait.Until // the durable backoff: the run is due then
+		case wait.Until.After(now):
+			w.Kind, w.Until = "due", wait.Until
 		default:
-			w.Kind, w.Until = "turn", run.RunAfter
+			w.Kind, w.Until = "turn", wait.Until
 		}
 	}
 	return w
