@@ -1,4 +1,7 @@
--- Tenure schema, version 13: failure groups keep HTTP status codes.
+-- Tenure schema, version 13: failure groups keep HTTP status codes, failure
+-- rows count the rescues made, and the web UI's bulk actions are counted
+-- and performed in SQL against a fixed window or cutoff (purges of failures
+-- and requeues of a set of failures, below).
 --
 -- failure_fingerprint (version 7) replaced every run of digits by <n>, so
 -- that "503 Service Unavailable" and "502 Bad Gateway" from the same
