@@ -158,7 +158,7 @@ func TestRequeueFailureSet_CountsAndRequeuesInSQLInAFixedWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, err := st.RunAuditLog(t.Context(), other)
-	if err != nil || len(log) != 1 || log[0].RunIDs != nil && len(log[0].RunIDs) != 0 || log[0].Filter["failure_ids"] != nil ||
+	if err != nil || len(log) != 1 || len(log[0].RunIDs) != 0 || log[0].Filter["failure_ids"] != nil ||
 		log[0].Filter["workflow"] != "billing" || log[0].Runs != 1 || log[0].Note != "by ID" {
 		t.Fatalf("the run's audit log %+v, %v; want its requeue without run or failure IDs", log, err)
 	}
