@@ -251,6 +251,15 @@ func TestCLI_ShowNamesEachStepByKindWithWhatItWaitedFor(t *testing.T) {
 		VALUES ($1, 1, 'sleep', 'sleep', 'waiting', '{}', now() + interval '1 hour')`, asleep)
 	expect(t, tenure(t, s, "runs", "show", asleep.String()), 0,
 		"waiting   sleep until ", " (in ", "step 1  sleep  waiting\n  due  ")
+
+	// A run backing off (or started with a delay) says when it is due; one
+	// due now says nothing of waiting (its turn for a worker).
+	backoff := f.run("approval", "queued", `started_at = now(), run_after = now() + interval '10 minutes'`)
+	expect(t, tenure(t, s, "runs", "show", backoff.String()), 0, "waiting   due at ", " (in ", "(a delayed start or a backoff)")
+	due := f.run("approval", "queued", `run_after = now() - interval '1 second'`)
+	if r := tenure(t, s, "runs", "show", due.String()); strings.Contains(r.stdout, "waiting") {
+		t.Fatalf("a run due now waits for nothing but a worker:\n%s", r)
+	}
 }
 
 var approve = sdk.NewWorkflow("approve-and-ship", func(ctx context.Context, o order) (string, error) {

@@ -479,8 +479,8 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 	if r.Status == sdk.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
 	}
-	if r.Status == sdk.RunQueued && r.WaitingFor != "" {
-		t.row("waiting", waitingText(r))
+	if text := waitingText(r); text != "" {
+		t.row("waiting", text)
 	}
 	if r.CancelRequested != nil {
 		t.row("cancel", "requested "+stamp(*r.CancelRequested)+" ("+ago(*r.CancelRequested)+")")
@@ -540,22 +540,31 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 	return nil
 }
 
-// waitingText says what a queued run that has started waits for, from its
-// waiting_for ("sleep", "signal:<name>", "child:<id>") and run_after.
+// waitingText says what a queued run waits for, in operator.WaitingFor's
+// reading of its row, with the time it ends both stamped and relative; ""
+// for a run that is due now and waits for nothing but a worker.
 func waitingText(r operator.Run) string {
-	what, arg, _ := strings.Cut(r.WaitingFor, ":")
-	switch what {
-	case "sleep":
-		return "sleep until " + stamp(r.RunAfter) + " (" + when(r.RunAfter) + ")"
-	case "signal":
-		if r.RunAfter.IsZero() {
-			return fmt.Sprintf("signal %q, no timeout", arg)
+	w := operator.WaitingFor(r)
+	at := func(t time.Time) string { return stamp(t) + " (" + when(t) + ")" }
+	timeout := func() string {
+		if w.Until.IsZero() {
+			return "no timeout"
 		}
-		return fmt.Sprintf("signal %q, timeout %s (%s)", arg, stamp(r.RunAfter), when(r.RunAfter))
-	case "child":
-		return "child run " + arg + " to end"
+		return "timeout " + at(w.Until)
 	}
-	return r.WaitingFor
+	switch w.Kind {
+	case operator.WaitSleep:
+		return "sleep until " + at(w.Until)
+	case operator.WaitSignal:
+		return fmt.Sprintf("signal %q, %s", w.Signal, timeout())
+	case operator.WaitChild:
+		return "child run " + w.Child.String() + " to end, " + timeout()
+	case operator.WaitDue:
+		if w.Until.After(time.Now()) {
+			return "due at " + at(w.Until) + " (a delayed start or a backoff)"
+		}
+	}
+	return ""
 }
 
 // stepHead is a step's first line: number, activity and status for an
