@@ -145,15 +145,11 @@ func (s *Store) FailureGroups(ctx context.Context, f FailureGroupFilter, buckets
 	var out FailureGroups
 	var run *uuid.UUID
 	if f.Key != "" {
-		var id uuid.UUID
-		err := s.pool.QueryRow(ctx, s.sql(`SELECT id FROM {schema}.runs WHERE run_key = $1`), f.Key).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return out, nil
+		id, err := s.runIDByKey(ctx, f.Key)
+		if err != nil || id == nil {
+			return out, err
 		}
-		if err != nil {
-			return out, s.wrap("find run by key", err)
-		}
-		run = &id
+		run = id
 	}
 	var args []any
 	cond := f.where(&args, run)
@@ -176,15 +172,46 @@ func (s *Store) FailureGroups(ctx context.Context, f FailureGroupFilter, buckets
 	}
 	out.From = from
 	out.Width = max(now.Sub(from)/time.Duration(buckets), time.Second)
-	// Bucket i holds failed_at in [from + i·width, from + (i+1)·width), the
-	// first and last open-ended. Each bucket's filter compares failed_at
-	// with its bounds, a parameter: no per-row arithmetic.
+	args = append(args, bucketBounds(from, out.Width, buckets), limit)
+	stmt := s.sql(failureGroupsSQL(cond, len(args)-1, len(args), buckets))
+	if err := s.readFailureGroups(ctx, stmt, args, &out); err != nil {
+		return out, s.wrap("group failures", err)
+	}
+	if len(out.Groups) == 0 {
+		return out, nil
+	}
+	return out, s.sampleFailureMessages(ctx, out.Groups)
+}
+
+// runIDByKey is the id of the run of key, nil if there is none.
+func (s *Store) runIDByKey(ctx context.Context, key string) (*uuid.UUID, error) {
+	var id uuid.UUID
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT id FROM {schema}.runs WHERE run_key = $1`), key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.wrap("find run by key", err)
+	}
+	return &id, nil
+}
+
+// bucketBounds are the buckets-1 inner bounds of buckets slices of time
+// width long from from. Bucket i holds failed_at in [from + i·width,
+// from + (i+1)·width), the first and last open-ended.
+func bucketBounds(from time.Time, width time.Duration, buckets int) []time.Time {
 	bounds := make([]time.Time, buckets-1)
 	for i := range bounds {
-		bounds[i] = from.Add(time.Duration(i+1) * out.Width)
+		bounds[i] = from.Add(time.Duration(i+1) * width)
 	}
-	args = append(args, bounds, limit)
-	b, n := len(args)-1, len(args)
+	return bounds
+}
+
+// failureGroupsSQL is the statement of FailureGroups over the failures cond
+// selects, with the bucket bounds in parameter b and the limit in n. Each
+// bucket's filter compares failed_at with its bounds, a parameter: no
+// per-row arithmetic.
+func failureGroupsSQL(cond string, b, n, buckets int) string {
 	counts := make([]string, buckets)
 	for i := range counts {
 		switch {
@@ -196,7 +223,7 @@ func (s *Store) FailureGroups(ctx context.Context, f FailureGroupFilter, buckets
 			counts[i] = fmt.Sprintf("count(*) FILTER (WHERE x.failed_at >= ($%[1]d::timestamptz[])[%[2]d] AND x.failed_at < ($%[1]d::timestamptz[])[%[3]d])", b, i, i+1)
 		}
 	}
-	stmt := s.sql(fmt.Sprintf(`
+	return fmt.Sprintf(`
 		SELECT x.workflow, coalesce(x.activity, ''), x.reason, coalesce(x.error_type, ''), coalesce(x.message, ''),
 		       count(*), min(x.failed_at), max(x.failed_at), min(x.run_id::text)::uuid,
 		       ARRAY[%s], sum(count(*)) OVER ()
@@ -207,8 +234,14 @@ func (s *Store) FailureGroups(ctx context.Context, f FailureGroupFilter, buckets
 			WHERE %s) x
 		GROUP BY x.workflow, x.activity, x.reason, x.error_type, x.message
 		ORDER BY 6 DESC, 8 DESC
-		LIMIT $%d`, strings.Join(counts, ",\n\t\t\t       "), cond, n))
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		LIMIT $%d`, strings.Join(counts, ",\n\t\t\t       "), cond, n)
+}
+
+// readFailureGroups runs stmt, the grouping, in a read-only transaction of
+// its own with every plan but the index-only scan disabled and without JIT
+// (see FailureGroups), into out's Groups and Total.
+func (s *Store) readFailureGroups(ctx context.Context, stmt string, args []any, out *FailureGroups) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_indexscan = off; SET LOCAL jit = off`); err != nil {
 			return err
 		}
@@ -224,33 +257,31 @@ func (s *Store) FailureGroups(ctx context.Context, f FailureGroupFilter, buckets
 		})
 		return err
 	})
-	if err != nil {
-		return out, s.wrap("group failures", err)
-	}
-	if len(out.Groups) == 0 {
-		return out, nil
-	}
-	// One raw message per group shown, read by the sample's open failure.
-	ids := make([]uuidParam, len(out.Groups))
-	for i, g := range out.Groups {
+}
+
+// sampleFailureMessages sets each group's SampleMessage: one raw message per
+// group shown, read by the sample's open failure.
+func (s *Store) sampleFailureMessages(ctx context.Context, groups []FailureGroup) error {
+	ids := make([]uuidParam, len(groups))
+	for i, g := range groups {
 		ids[i] = uuidArg(g.SampleRunID)
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT f.run_id, coalesce(f.error_message, '') FROM {schema}.failures f
 		WHERE f.run_id = ANY ($1::uuid[]) AND f.requeued_at IS NULL`), ids)
 	if err != nil {
-		return out, s.wrap("sample failure messages", err)
+		return s.wrap("sample failure messages", err)
 	}
 	msgs := map[uuid.UUID]string{}
 	var id uuid.UUID
 	var msg string
 	if _, err := pgx.ForEachRow(rows, []any{&id, &msg}, func() error { msgs[id] = msg; return nil }); err != nil {
-		return out, s.wrap("sample failure messages", err)
+		return s.wrap("sample failure messages", err)
 	}
-	for i := range out.Groups {
-		out.Groups[i].SampleMessage = msgs[out.Groups[i].SampleRunID]
+	for i := range groups {
+		groups[i].SampleMessage = msgs[groups[i].SampleRunID]
 	}
-	return out, nil
+	return nil
 }
 
 // OpenFailures lists the open failures f selects, oldest first, at most
