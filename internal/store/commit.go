@@ -304,6 +304,8 @@ func (c *commitBatch) mark(k kind, i int) {
 	c.has[k][i] = true
 }
 
+// add gathers the parts of write i: those of its step, its primitives and
+// its run's end, each into the columns of its statement.
 func (c *commitBatch) add(i int, w *Write) {
 	id, ep := uuidArg(w.Lease.RunID), w.Lease.Epoch
 	if d := w.StepDone; d != nil && w.CompleteRun == nil { // else written with the run's end
@@ -347,6 +349,12 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.rescues, x.workers = append(x.rescues, a.Rescue), append(x.workers, a.Worker)
 		x.traceIDs, x.spanIDs = append(x.traceIDs, a.TraceID), append(x.spanIDs, a.SpanID)
 	}
+	c.addRunEnd(i, w, id, ep)
+}
+
+// addRunEnd gathers the parts that end or release the run: its completion,
+// failure or cancellation, its release, and the wake of its parent.
+func (c *commitBatch) addRunEnd(i int, w *Write, id uuidParam, ep int64) {
 	if r := w.CompleteRun; r != nil {
 		c.mark(kindComplete, i)
 		x := &c.complete
