@@ -145,6 +145,25 @@ func startPgbouncer(bin string, up *pgconn.Config, mode string, set pgbouncerSet
 		b.stop()
 		return nil, err
 	}
+	if err := b.writeConfig(up, mode, port, set); err != nil {
+		return fail(err)
+	}
+	out, err := b.start(bin)
+	if err != nil {
+		return fail(err)
+	}
+	u := url.URL{Scheme: "postgres", User: url.User(up.User), Host: "127.0.0.1:" + strconv.Itoa(port),
+		Path: "/" + up.Database, RawQuery: "sslmode=disable"}
+	b.url = u.String()
+	if err := b.awaitQuery(port, out); err != nil {
+		return fail(err)
+	}
+	return b, nil
+}
+
+// writeConfig writes pgbouncer.ini and userlist.txt in b's folder: every
+// database of up, pooled in mode, served on port with trust.
+func (b *pgbouncer) writeConfig(up *pgconn.Config, mode string, port int, set pgbouncerSettings) error {
 	server := "host=" + quoteConnValue(up.Host) + " port=" + strconv.Itoa(int(up.Port))
 	if up.Password != "" {
 		server += " password=" + quoteConnValue(up.Password)
@@ -157,39 +176,41 @@ func startPgbouncer(bin string, up *pgconn.Config, mode string, set pgbouncerSet
 		"listen_port = " + strconv.Itoa(port),
 		"unix_socket_dir =",
 		"auth_type = trust",
-		"auth_file = " + filepath.Join(dir, "userlist.txt"),
+		"auth_file = " + filepath.Join(b.dir, "userlist.txt"),
 		"pool_mode = " + mode,
 		"default_pool_size = " + strconv.Itoa(set.poolSize),
 		"max_client_conn = 1000",
 		"ignore_startup_parameters = extra_float_digits",
 		"logfile = " + b.log,
-		"pidfile = " + filepath.Join(dir, "pgbouncer.pid"),
+		"pidfile = " + filepath.Join(b.dir, "pgbouncer.pid"),
 		"admin_users = " + up.User,
 		"",
 	}, "\n")
 	users := fmt.Sprintf("%q \"\"\n", up.User)
-	if err := os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644); err != nil {
-		return fail(err)
+	if err := os.WriteFile(filepath.Join(b.dir, "pgbouncer.ini"), []byte(ini), 0o644); err != nil {
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(users), 0o644); err != nil {
-		return fail(err)
-	}
+	return os.WriteFile(filepath.Join(b.dir, "userlist.txt"), []byte(users), 0o644)
+}
 
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+// start starts bin on b's configuration, as the postgres user when run as
+// root, and returns what it prints; b.done is closed when it exits.
+func (b *pgbouncer) start(bin string) (*strings.Builder, error) {
+	args := []string{filepath.Join(b.dir, "pgbouncer.ini")}
 	b.cmd = exec.Command(bin, args...)
 	if os.Geteuid() == 0 {
 		name, uid, gid, runuser, err := postgresUser("pgbouncer")
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		for _, p := range []string{dir, filepath.Join(dir, "pgbouncer.ini"), filepath.Join(dir, "userlist.txt")} {
+		for _, p := range []string{b.dir, filepath.Join(b.dir, "pgbouncer.ini"), filepath.Join(b.dir, "userlist.txt")} {
 			if err := os.Chown(p, uid, gid); err != nil {
-				return fail(fmt.Errorf("chown %s to %s: %w", p, name, err))
+				return nil, fmt.Errorf("chown %s to %s: %w", p, name, err)
 			}
 		}
 		b.cmd = exec.Command(runuser, append([]string{"-u", name, "--", bin}, args...)...)
 	}
-	b.cmd.Dir = dir
+	b.cmd.Dir = b.dir
 	b.cmd.Env = cleanEnv()
 	// Its own process group, so that stop reaches pgbouncer under runuser.
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -198,28 +219,30 @@ func startPgbouncer(bin string, up *pgconn.Config, mode string, set pgbouncerSet
 	b.cmd.WaitDelay = 5 * time.Second
 	if err := b.cmd.Start(); err != nil {
 		close(b.done)
-		return fail(fmt.Errorf("%s: %w; %s", bin, err, pgbouncerFix))
+		return nil, fmt.Errorf("%s: %w; %s", bin, err, pgbouncerFix)
 	}
 	go func() {
 		_ = b.cmd.Wait()
 		close(b.done)
 	}()
+	return out, nil
+}
 
-	u := url.URL{Scheme: "postgres", User: url.User(up.User), Host: "127.0.0.1:" + strconv.Itoa(port),
-		Path: "/" + up.Database, RawQuery: "sslmode=disable"}
-	b.url = u.String()
+// awaitQuery waits up to 15s until a query through b on port succeeds; out
+// is what the process printed, for the error if it exits first.
+func (b *pgbouncer) awaitQuery(port int, out *strings.Builder) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for {
 		err := b.ping(ctx)
 		if err == nil {
-			return b, nil
+			return nil
 		}
 		select {
 		case <-b.done:
-			return fail(fmt.Errorf("pgbouncer exited at start-up: %s\n%s", b.cmd.ProcessState, tail(out.String()+b.readLog(), 2000)))
+			return fmt.Errorf("pgbouncer exited at start-up: %s\n%s", b.cmd.ProcessState, tail(out.String()+b.readLog(), 2000))
 		case <-ctx.Done():
-			return fail(fmt.Errorf("no query through pgbouncer on port %d within 15s: %v\n%s", port, err, tail(b.readLog(), 2000)))
+			return fmt.Errorf("no query through pgbouncer on port %d within 15s: %v\n%s", port, err, tail(b.readLog(), 2000))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
