@@ -215,6 +215,38 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 		RunStatus: map[string]int{}, Failures: map[string]int{}, Attempts: map[string]int{},
 		Checked: map[Rule]int{},
 	}
+	runs, err := readRuns(ctx, pool, s)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := readSteps(ctx, pool, s)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := readAttempts(ctx, pool, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkLedger(ctx, pool, s); err != nil {
+		return nil, err
+	}
+	if err := r.checkSignals(ctx, pool, s); err != nil {
+		return nil, err
+	}
+	r.checkRuns(runs, steps, opts)
+	for _, st := range steps {
+		if st.kind != store.KindActivity {
+			r.checkPrimitive(st, attempts[stepKey{st.runID, st.step}])
+			continue
+		}
+		r.checkStep(st, attempts[stepKey{st.runID, st.step}], runs[st.runID])
+	}
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].Rule < r.Violations[j].Rule })
+	return r, nil
+}
+
+// readRuns reads the runs of schema s (sanitized) with their open failures.
+func readRuns(ctx context.Context, pool *pgxpool.Pool, s string) (map[uuid.UUID]*runRow, error) {
 	runs := map[uuid.UUID]*runRow{}
 	rows, err := pool.Query(ctx, `
 		SELECT r.id, r.status, r.epoch, count(f.id), coalesce(min(f.reason), '')
@@ -233,9 +265,14 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 	}); err != nil {
 		return nil, fmt.Errorf("invariant: read runs: %w", err)
 	}
+	return runs, nil
+}
 
+// readSteps reads the steps of schema s (sanitized), in the order of their
+// runs and numbers.
+func readSteps(ctx context.Context, pool *pgxpool.Pool, s string) ([]*stepRow, error) {
 	var steps []*stepRow
-	rows, err = pool.Query(ctx, `
+	rows, err := pool.Query(ctx, `
 		SELECT s.run_id, s.step, s.kind, s.activity, s.status, coalesce(s.reason, ''), s.budget_from,
 		       coalesce((s.policy->>'max_attempts')::int, 0), coalesce((s.policy->>'max_rescues')::int, 0),
 		       coalesce((s.policy->>'at_most_once')::bool, false),
@@ -256,9 +293,14 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 	}); err != nil {
 		return nil, fmt.Errorf("invariant: read steps: %w", err)
 	}
+	return steps, nil
+}
 
+// readAttempts reads the attempts of schema s (sanitized) by step, in the
+// order of their numbers, each with its invocations.
+func readAttempts(ctx context.Context, pool *pgxpool.Pool, s string) (map[stepKey][]attemptRow, error) {
 	attempts := map[stepKey][]attemptRow{}
-	rows, err = pool.Query(ctx, `
+	rows, err := pool.Query(ctx, `
 		SELECT a.run_id, a.step, a.attempt, a.status, a.epoch, a.is_rescue,
 		       (SELECT count(*) FROM `+s+`.ledger l WHERE l.run_id = a.run_id AND l.step = a.step AND l.attempt = a.attempt)
 		FROM `+s+`.attempts a
@@ -274,40 +316,32 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 	}); err != nil {
 		return nil, fmt.Errorf("invariant: read attempts: %w", err)
 	}
+	return attempts, nil
+}
 
-	// Ledger rows that belong to no attempt: an invocation nobody recorded.
-	rows, err = pool.Query(ctx, `
+// checkLedger reports the ledger rows that belong to no attempt (an
+// invocation nobody recorded) and counts the invocations and effects.
+func (r *Report) checkLedger(ctx context.Context, pool *pgxpool.Pool, s string) error {
+	rows, err := pool.Query(ctx, `
 		SELECT l.run_id, l.step, l.attempt FROM `+s+`.ledger l
 		WHERE NOT EXISTS (SELECT 1 FROM `+s+`.attempts a
 		                  WHERE a.run_id = l.run_id AND a.step = l.step AND a.attempt = l.attempt)`)
 	if err != nil {
-		return nil, fmt.Errorf("invariant: read ledger: %w", err)
+		return fmt.Errorf("invariant: read ledger: %w", err)
 	}
+	var k stepKey
 	var orphan int
 	if _, err := pgx.ForEachRow(rows, []any{&k.run, &k.step, &orphan}, func() error {
 		r.add(Invocations, k.run, k.step, "invocation of attempt %d, which has no attempt row", orphan)
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("invariant: read ledger: %w", err)
+		return fmt.Errorf("invariant: read ledger: %w", err)
 	}
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+s+`.ledger), (SELECT count(*) FROM `+s+`.effects)`).
 		Scan(&r.Invocations, &r.Effects); err != nil {
-		return nil, fmt.Errorf("invariant: count ledger: %w", err)
+		return fmt.Errorf("invariant: count ledger: %w", err)
 	}
-
-	if err := r.checkSignals(ctx, pool, s); err != nil {
-		return nil, err
-	}
-	r.checkRuns(runs, steps, opts)
-	for _, st := range steps {
-		if st.kind != store.KindActivity {
-			r.checkPrimitive(st, attempts[stepKey{st.runID, st.step}])
-			continue
-		}
-		r.checkStep(st, attempts[stepKey{st.runID, st.step}], runs[st.runID])
-	}
-	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].Rule < r.Violations[j].Rule })
-	return r, nil
+	return nil
 }
 
 func (r *Report) add(rule Rule, run uuid.UUID, step int, format string, args ...any) {
@@ -361,17 +395,78 @@ func (r *Report) checkRuns(runs map[uuid.UUID]*runRow, steps []*stepRow, opts Op
 	}
 }
 
+// checkStep checks an activity step st of run (nil if the run has no row)
+// with its attempts as: their numbers, epochs and outcomes, its budgets,
+// and how often it was invoked.
 func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 	r.Steps++
 	key := st.runID
 	for _, rule := range []Rule{AttemptNumbers, AttemptClosed, RetryBudget, RescueBudget, RescueFlag, StepOutcome, EpochOrder, Invocations} {
 		r.Checked[rule]++
 	}
-	var errs, lost, lostCharged, succeeded, invocations, known int
-	lastSucceeded := false
+	t := r.checkAttempts(st, as, run)
+	if t.errs > st.maxAttempts {
+		r.add(RetryBudget, key, st.step, "%d errors, MaxAttempts %d", t.errs, st.maxAttempts)
+	}
+	if t.lostCharged > st.maxRescues+1 {
+		r.add(RescueBudget, key, st.step, "%d lost attempts, MaxRescues %d", t.lostCharged, st.maxRescues)
+	}
+	completed := st.status == store.StepCompleted
+	switch {
+	case completed && (t.succeeded != 1 || !t.lastSucceeded):
+		r.add(StepOutcome, key, st.step, "completed with %d succeeded attempts (last succeeded: %v)", t.succeeded, t.lastSucceeded)
+	case !completed && t.succeeded != 0:
+		r.add(StepOutcome, key, st.step, "%s with %d succeeded attempts", st.status, t.succeeded)
+	}
+	if st.atMostOnce {
+		r.AtMostOnceSteps++
+		r.Checked[AtMostOnce]++
+		if st.reason == policy.Indeterminate {
+			r.Indeterminate++
+		}
+		if t.invocations > 1 {
+			r.add(AtMostOnce, key, st.step, "at-most-once step invoked %d times", t.invocations)
+		}
+	} else if completed {
+		r.Checked[AtLeastOnce]++
+		if t.invocations < 1 {
+			r.add(AtLeastOnce, key, st.step, "completed without an invocation")
+		}
+		r.ExtraInvocations += t.invocations - t.known
+		r.LostOnCompletedSteps += t.lost
+	}
+	if st.tx {
+		r.Checked[ExactlyOnceEffect]++
+		want := 0
+		if completed {
+			want = 1
+		}
+		if st.effects != want {
+			r.add(ExactlyOnceEffect, key, st.step, "%s with %d committed effects, want %d", st.status, st.effects, want)
+		}
+	}
+}
+
+// attemptTally is what checkAttempts counts of a step's attempts.
+type attemptTally struct {
+	errs          int // failed or timed out, charged to the retry budget
+	lost          int
+	lostCharged   int // lost, charged to the rescue budget
+	succeeded     int
+	invocations   int // ledger rows
+	known         int // attempts that ended with a known outcome
+	lastSucceeded bool
+}
+
+// checkAttempts checks each attempt of an activity step st of run (nil if
+// the run has no row) on its own and against the one before it, and counts
+// them for the checks of the step as a whole.
+func (r *Report) checkAttempts(st *stepRow, as []attemptRow, run *runRow) attemptTally {
+	key := st.runID
+	var t attemptTally
 	for i, a := range as {
 		r.Attempts[string(a.status)]++
-		invocations += a.ledger
+		t.invocations += a.ledger
 		if a.rescue {
 			r.Rescues++
 		}
@@ -387,21 +482,21 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 		if afterLost := i > 0 && as[i-1].status == store.AttemptLost; a.rescue != afterLost {
 			r.add(RescueFlag, key, st.step, "attempt %d rescue=%v after a %s attempt", a.attempt, a.rescue, prev(as, i))
 		}
-		lastSucceeded = false
+		t.lastSucceeded = false
 		switch a.status {
 		case store.AttemptRunning:
 			r.add(AttemptClosed, key, st.step, "attempt %d still running", a.attempt)
 		case store.AttemptSucceeded:
-			succeeded++
-			lastSucceeded = true
+			t.succeeded++
+			t.lastSucceeded = true
 		case store.AttemptFailed, store.AttemptTimedOut:
 			if a.attempt > st.budgetFrom {
-				errs++
+				t.errs++
 			}
 		case store.AttemptLost:
-			lost++
+			t.lost++
 			if a.attempt > st.budgetFrom {
-				lostCharged++
+				t.lostCharged++
 			}
 			if a.ledger > 0 {
 				r.LostInvoked++
@@ -411,7 +506,7 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 		}
 		switch a.status {
 		case store.AttemptSucceeded, store.AttemptFailed, store.AttemptTimedOut, store.AttemptInterrupted:
-			known++
+			t.known++
 			if a.ledger != 1 {
 				r.add(Invocations, key, st.step, "attempt %d ended %s with %d invocations, want 1", a.attempt, a.status, a.ledger)
 			}
@@ -421,46 +516,7 @@ func (r *Report) checkStep(st *stepRow, as []attemptRow, run *runRow) {
 			}
 		}
 	}
-	if errs > st.maxAttempts {
-		r.add(RetryBudget, key, st.step, "%d errors, MaxAttempts %d", errs, st.maxAttempts)
-	}
-	if lostCharged > st.maxRescues+1 {
-		r.add(RescueBudget, key, st.step, "%d lost attempts, MaxRescues %d", lostCharged, st.maxRescues)
-	}
-	completed := st.status == store.StepCompleted
-	switch {
-	case completed && (succeeded != 1 || !lastSucceeded):
-		r.add(StepOutcome, key, st.step, "completed with %d succeeded attempts (last succeeded: %v)", succeeded, lastSucceeded)
-	case !completed && succeeded != 0:
-		r.add(StepOutcome, key, st.step, "%s with %d succeeded attempts", st.status, succeeded)
-	}
-	if st.atMostOnce {
-		r.AtMostOnceSteps++
-		r.Checked[AtMostOnce]++
-		if st.reason == policy.Indeterminate {
-			r.Indeterminate++
-		}
-		if invocations > 1 {
-			r.add(AtMostOnce, key, st.step, "at-most-once step invoked %d times", invocations)
-		}
-	} else if completed {
-		r.Checked[AtLeastOnce]++
-		if invocations < 1 {
-			r.add(AtLeastOnce, key, st.step, "completed without an invocation")
-		}
-		r.ExtraInvocations += invocations - known
-		r.LostOnCompletedSteps += lost
-	}
-	if st.tx {
-		r.Checked[ExactlyOnceEffect]++
-		want := 0
-		if completed {
-			want = 1
-		}
-		if st.effects != want {
-			r.add(ExactlyOnceEffect, key, st.step, "%s with %d committed effects, want %d", st.status, st.effects, want)
-		}
-	}
+	return t
 }
 
 // checkPrimitive checks a step of another kind than activity: it has no
