@@ -209,7 +209,57 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 			requeues = append(requeues, e)
 		}
 	}
-	t0, t1 := run.CreatedAt, run.CreatedAt
+	t0, t1, busy := timeSpan(run, steps, attempts, requeues, now)
+	tl := timeline{W: tlWidth, Left: tlLeft}
+	ax := newAxis(t0, t1, busy, tlLeft, tlWidth-tlRight)
+	x := ax.x
+	used := map[string]bool{}
+
+	laneY := map[int]float64{}
+	for i, s := range steps {
+		y := tlTop + float64(i)*tlLane
+		laneY[s.Step] = y
+		label := fmt.Sprintf("%d %s", s.Step, s.Activity)
+		if s.Kind != sdk.KindActivity {
+			label = fmt.Sprintf("%d %s %s", s.Step, s.Kind, s.Activity)
+		}
+		tl.Lanes = append(tl.Lanes, lane{Y: y, Label: truncate(26, label),
+			Title: fmt.Sprintf("step %d: %s %s, %s", s.Step, s.Kind, s.Activity, s.Status)})
+		h.stepMarks(&tl, used, s, y, x, now)
+	}
+	tl.H = tlTop + float64(max(len(steps), 1))*tlLane + 8
+	for _, s := range ax.spans {
+		if s.gap {
+			d := s.to.Sub(s.from)
+			tl.Gaps = append(tl.Gaps, tlGap{X: s.x1, W: s.x2 - s.x1, Label: rounded(d),
+				Title: fmt.Sprintf("%s from %s to %s, not to scale", dur(d), ts(s.from), ts(s.to))})
+			used["gap"] = true
+		}
+	}
+	for _, a := range attempts {
+		if y, ok := laneY[a.Step]; ok {
+			h.attemptBar(&tl, used, a, y, x, now)
+		}
+	}
+	fixed := requeueLines(&tl, used, requeues, x) // labels placed before the ticks, which give way to them
+	for _, g := range tl.Gaps {
+		fixed = append(fixed, tick{X: g.X + g.W/2, Label: g.Label, Anchor: "middle"})
+	}
+	tl.Ticks = ticks(ax, t0, fixed)
+	if running {
+		tl.NowX, tl.HasNow = x(now), true
+	}
+	tl.Legend = legendOf(used)
+	return tl
+}
+
+// timeSpan is the time axis of run's timeline, from t0 to t1 (at least
+// 10 ms), and the moments something happened in it (busy): the ends of the
+// run, of its steps and attempts (those still running end now), its
+// requeues, and, while it runs, now and its steps' due times.
+func timeSpan(run operator.Run, steps []operator.Step, attempts []operator.Attempt, requeues []operator.AuditEntry, now time.Time) (t0, t1 time.Time, busy []interval) {
+	running := !run.Status.Terminal()
+	t0, t1 = run.CreatedAt, run.CreatedAt
 	extend := func(t time.Time) {
 		if t.IsZero() {
 			return
@@ -221,7 +271,7 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 			t1 = t
 		}
 	}
-	busy := []interval{{run.CreatedAt, run.CreatedAt}}
+	busy = []interval{{run.CreatedAt, run.CreatedAt}}
 	point := func(t time.Time) {
 		if !t.IsZero() {
 			extend(t)
@@ -262,85 +312,69 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 	if t1.Sub(t0) < 10*time.Millisecond {
 		t1 = t0.Add(10 * time.Millisecond)
 	}
-	tl := timeline{W: tlWidth, Left: tlLeft}
-	ax := newAxis(t0, t1, busy, tlLeft, tlWidth-tlRight)
-	x := ax.x
-	used := map[string]bool{}
+	return t0, t1, busy
+}
 
-	laneY := map[int]float64{}
-	for i, s := range steps {
-		y := tlTop + float64(i)*tlLane
-		laneY[s.Step] = y
-		label := fmt.Sprintf("%d %s", s.Step, s.Activity)
-		if s.Kind != sdk.KindActivity {
-			label = fmt.Sprintf("%d %s %s", s.Step, s.Kind, s.Activity)
-		}
-		tl.Lanes = append(tl.Lanes, lane{Y: y, Label: truncate(26, label),
-			Title: fmt.Sprintf("step %d: %s %s, %s", s.Step, s.Kind, s.Activity, s.Status)})
-		h.stepMarks(&tl, used, s, y, x, now)
+// attemptBar draws attempt a in its step's lane at y: its bar, its marks
+// (a rescue, a lost attempt) and the delay before the next attempt.
+func (h *handler) attemptBar(tl *timeline, used map[string]bool, a operator.Attempt, y float64, x func(time.Time) float64, now time.Time) {
+	end := now
+	if a.EndedAt != nil {
+		end = *a.EndedAt
 	}
-	tl.H = tlTop + float64(max(len(steps), 1))*tlLane + 8
-	for _, s := range ax.spans {
-		if s.gap {
-			d := s.to.Sub(s.from)
-			tl.Gaps = append(tl.Gaps, tlGap{X: s.x1, W: s.x2 - s.x1, Label: rounded(d),
-				Title: fmt.Sprintf("%s from %s to %s, not to scale", dur(d), ts(s.from), ts(s.to))})
-			used["gap"] = true
-		}
+	x1, x2 := x(a.StartedAt), x(end)
+	class := "a-" + string(a.Status)
+	used[class] = true
+	if !a.InBudget {
+		class += " old"
+		used["old"] = true
 	}
-	for _, a := range attempts {
-		y, ok := laneY[a.Step]
-		if !ok {
-			continue
-		}
-		end := now
-		if a.EndedAt != nil {
-			end = *a.EndedAt
-		}
-		x1, x2 := x(a.StartedAt), x(end)
-		title := fmt.Sprintf("step %d attempt %d: %s, %s\nstarted %s\nepoch %d, worker %s", a.Step, a.Attempt, a.Status,
-			dur(end.Sub(a.StartedAt)), ts(a.StartedAt), a.Epoch, a.Worker)
-		if !a.InBudget {
-			title += "\nbefore a requeue: not charged to the budget"
-		}
-		if a.Rescue {
-			title += "\nrescue: follows a lost attempt"
-		}
-		if a.ErrorMessage != "" {
-			title += "\n" + errorText(a.ErrorType, truncate(200, a.ErrorMessage))
-		}
-		if a.Delay != nil {
-			title += fmt.Sprintf("\nnext attempt after %s (%s)", dur(*a.Delay), a.DelaySource)
-		}
-		class := "a-" + string(a.Status)
-		used[class] = true
-		if !a.InBudget {
-			class += " old"
-			used["old"] = true
-		}
-		tl.Bars = append(tl.Bars, tlBar{X: x1, Y: y + (tlLane-tlBarH)/2 - 4, W: max(x2-x1, minBarSize), H: tlBarH,
-			Class: class, Title: title, Href: h.traceLink(a)})
-		if a.Rescue {
-			used["m-rescue"] = true
-			tl.Marks = append(tl.Marks, tlMark{X: x1, Y: y - 6, Class: "m-rescue", Glyph: "R",
-				Title: fmt.Sprintf("attempt %d is a rescue (epoch %d, worker %s)", a.Attempt, a.Epoch, a.Worker)})
-		}
-		if a.Status == sdk.AttemptLost {
-			used["m-lost"] = true
-			tl.Marks = append(tl.Marks, tlMark{X: x2, Y: y - 6, Class: "m-lost", Glyph: "✕",
-				Title: fmt.Sprintf("attempt %d lost: its lease expired while it ran (epoch %d, worker %s)", a.Attempt, a.Epoch, a.Worker)})
-		}
-		if a.Delay != nil && a.EndedAt != nil && *a.Delay > 0 {
-			src := a.DelaySource
-			if src == "" {
-				src = "policy"
-			}
-			used["d-"+src] = true
-			tl.Delays = append(tl.Delays, tlDelay{X1: x2, X2: max(x(a.EndedAt.Add(*a.Delay)), x2+minBarSize), Y: y + tlLane/2 - 4,
-				Class: "d-" + src, Title: fmt.Sprintf("delay %s after attempt %d, from %s", dur(*a.Delay), a.Attempt, src)})
-		}
+	tl.Bars = append(tl.Bars, tlBar{X: x1, Y: y + (tlLane-tlBarH)/2 - 4, W: max(x2-x1, minBarSize), H: tlBarH,
+		Class: class, Title: attemptTitle(a, end), Href: h.traceLink(a)})
+	if a.Rescue {
+		used["m-rescue"] = true
+		tl.Marks = append(tl.Marks, tlMark{X: x1, Y: y - 6, Class: "m-rescue", Glyph: "R",
+			Title: fmt.Sprintf("attempt %d is a rescue (epoch %d, worker %s)", a.Attempt, a.Epoch, a.Worker)})
 	}
-	var fixed []tick // labels placed before the ticks, which give way to them
+	if a.Status == sdk.AttemptLost {
+		used["m-lost"] = true
+		tl.Marks = append(tl.Marks, tlMark{X: x2, Y: y - 6, Class: "m-lost", Glyph: "✕",
+			Title: fmt.Sprintf("attempt %d lost: its lease expired while it ran (epoch %d, worker %s)", a.Attempt, a.Epoch, a.Worker)})
+	}
+	if a.Delay != nil && a.EndedAt != nil && *a.Delay > 0 {
+		src := a.DelaySource
+		if src == "" {
+			src = "policy"
+		}
+		used["d-"+src] = true
+		tl.Delays = append(tl.Delays, tlDelay{X1: x2, X2: max(x(a.EndedAt.Add(*a.Delay)), x2+minBarSize), Y: y + tlLane/2 - 4,
+			Class: "d-" + src, Title: fmt.Sprintf("delay %s after attempt %d, from %s", dur(*a.Delay), a.Attempt, src)})
+	}
+}
+
+// attemptTitle is the tooltip of attempt a's bar, which ends at end.
+func attemptTitle(a operator.Attempt, end time.Time) string {
+	title := fmt.Sprintf("step %d attempt %d: %s, %s\nstarted %s\nepoch %d, worker %s", a.Step, a.Attempt, a.Status,
+		dur(end.Sub(a.StartedAt)), ts(a.StartedAt), a.Epoch, a.Worker)
+	if !a.InBudget {
+		title += "\nbefore a requeue: not charged to the budget"
+	}
+	if a.Rescue {
+		title += "\nrescue: follows a lost attempt"
+	}
+	if a.ErrorMessage != "" {
+		title += "\n" + errorText(a.ErrorType, truncate(200, a.ErrorMessage))
+	}
+	if a.Delay != nil {
+		title += fmt.Sprintf("\nnext attempt after %s (%s)", dur(*a.Delay), a.DelaySource)
+	}
+	return title
+}
+
+// requeueLines draws a line and a mark at each requeue and returns their
+// labels on the time axis.
+func requeueLines(tl *timeline, used map[string]bool, requeues []operator.AuditEntry, x func(time.Time) float64) []tick {
+	var fixed []tick
 	for _, e := range requeues {
 		title := fmt.Sprintf("requeued %s by %s", ts(e.At), e.Actor)
 		if e.Note != "" {
@@ -351,15 +385,7 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 		fixed = append(fixed, tick{X: x(e.At), Label: "↻", Anchor: "middle"})
 		used["requeue"] = true
 	}
-	for _, g := range tl.Gaps {
-		fixed = append(fixed, tick{X: g.X + g.W/2, Label: g.Label, Anchor: "middle"})
-	}
-	tl.Ticks = ticks(ax, t0, fixed)
-	if running {
-		tl.NowX, tl.HasNow = x(now), true
-	}
-	tl.Legend = legendOf(used)
-	return tl
+	return fixed
 }
 
 // rounded is d in one unit, rounded to the nearest: "10m" for 9m59.8s.
