@@ -272,21 +272,7 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.fail(w, r, http.StatusBadRequest, "Requeue", err)
 		return
 	}
-	var set operator.FailureSet
-	preview := func(f operator.FailureGroupFilter) (previewPage, error) {
-		var err error
-		if set, err = h.op.FailureSet(ctx, f); err != nil {
-			return previewPage{}, err
-		}
-		sample, err := h.op.OpenFailures(ctx, set.Filter, maxSample)
-		if err != nil {
-			return previewPage{}, err
-		}
-		p := newPreview(set, sample)
-		p.Query, p.Note, p.Action, p.Back = q, r.PostFormValue("note"), "failures/requeue", "failures?"+q.Values().Encode()
-		return p, nil
-	}
-	p, err := preview(f)
+	set, p, err := h.requeuePreview(r, q, f)
 	if err != nil {
 		h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 		return
@@ -295,17 +281,47 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.render(w, r, http.StatusOK, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
+	h.confirmRequeue(w, r, who, q, now, set, p)
+}
+
+// requeuePreview reads the set of failures f selects and the preview of
+// its requeue, posted in r with q.
+func (h *handler) requeuePreview(r *http.Request, q failureQuery, f operator.FailureGroupFilter) (operator.FailureSet, previewPage, error) {
+	set, err := h.op.FailureSet(r.Context(), f)
+	if err != nil {
+		return set, previewPage{}, err
+	}
+	sample, err := h.op.OpenFailures(r.Context(), set.Filter, maxSample)
+	if err != nil {
+		return set, previewPage{}, err
+	}
+	p := newPreview(set, sample)
+	p.Query, p.Note, p.Action, p.Back = q, r.PostFormValue("note"), "failures/requeue", "failures?"+q.Values().Encode()
+	return set, p, nil
+}
+
+// newRequeuePreview is the preview of a new window of q, ending now.
+func (h *handler) newRequeuePreview(r *http.Request, q failureQuery, now time.Time) (operator.FailureSet, previewPage, error) {
+	f, err := q.window(now)
+	if err != nil {
+		return operator.FailureSet{}, previewPage{}, err
+	}
+	return h.requeuePreview(r, q, f)
+}
+
+// confirmRequeue requeues set, previewed as p, if it is the set the
+// confirm posted in r previewed and p's checks pass, then redirects to the
+// failures with the count requeued.
+func (h *handler) confirmRequeue(w http.ResponseWriter, r *http.Request, who string, q failureQuery, now time.Time, set operator.FailureSet, p previewPage) {
 	if want := r.PostFormValue("set"); want != p.Set {
 		// A new preview, of a new window ending now.
-		if f, err = q.window(now); err == nil {
-			p, err = preview(f)
-		}
+		_, again, err := h.newRequeuePreview(r, q, now)
 		if err != nil {
 			h.fail(w, r, http.StatusInternalServerError, "Requeue", err)
 			return
 		}
-		p.Changed = "The failures changed since the preview (another requeue, a purge): nothing was requeued. Check the counts below, of the failures until now, and confirm again."
-		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
+		again.Changed = "The failures changed since the preview (another requeue, a purge): nothing was requeued. Check the counts below, of the failures until now, and confirm again."
+		h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: again})
 		return
 	}
 	skip, note, ok := p.checked(r.PostForm)
@@ -313,16 +329,14 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		h.render(w, r, http.StatusUnprocessableEntity, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
 		return
 	}
-	n, err := h.op.RequeueFailureSet(ctx, operator.RequeueSet{Filter: set.Filter, Digest: set.Digest, SkipIndeterminate: skip,
+	n, err := h.op.RequeueFailureSet(r.Context(), operator.RequeueSet{Filter: set.Filter, Digest: set.Digest, SkipIndeterminate: skip,
 		Note: auditNote(who, note), Audit: q.audit()})
 	if errors.Is(err, operator.ErrFailuresChanged) {
 		// Changed between this read and the requeue's lock: as above.
-		if f, err = q.window(now); err == nil {
-			p, err = preview(f)
-		}
-		if err == nil {
-			p.Changed = "The failures changed as you confirmed (another requeue, a purge): nothing was requeued. Check the counts below, of the failures until now, and confirm again."
-			h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: p})
+		var again previewPage
+		if _, again, err = h.newRequeuePreview(r, q, now); err == nil {
+			again.Changed = "The failures changed as you confirmed (another requeue, a purge): nothing was requeued. Check the counts below, of the failures until now, and confirm again."
+			h.render(w, r, http.StatusConflict, "preview", page{Title: "Requeue preview", Nav: "failures", Data: again})
 			return
 		}
 	}
