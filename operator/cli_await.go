@@ -12,14 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/listener"
-	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 )
-
-// Progress is how far a run has got, read without its input, output or
-// error: its Status and FinishedAt; with AwaitOptions.Steps also
-// StepsEnded, how many of its steps have ended (completed or failed), and
-// LastStepEnd, the latest of their ends.
-type Progress = store.Progress
 
 // DefaultAwaitPoll is how often AwaitRun reads the run besides the notices
 // of its end, unless AwaitOptions.Poll says otherwise: the delay a missed
@@ -40,7 +34,7 @@ type AwaitOptions struct {
 	// Progress, when set, is called with each read of the run's progress,
 	// the first and the last (the one that finds the run ended) included;
 	// an error from it ends the wait with that error.
-	Progress func(Progress) error
+	Progress func(record.Progress) error
 	// PollOnly turns the LISTEN connection off: the run is read every Poll
 	// and at no notice.
 	PollOnly bool
@@ -65,13 +59,13 @@ type AwaitOptions struct {
 // It returns an error wrapping ErrNotFound for a run that does not exist,
 // and ctx's error when ctx ends first: give ctx a deadline to wait for a
 // while only.
-func (op *Operator) AwaitRun(ctx context.Context, runID uuid.UUID, o AwaitOptions) (Run, error) {
+func (op *Operator) AwaitRun(ctx context.Context, runID uuid.UUID, o AwaitOptions) (record.Run, error) {
 	if err := op.ready(ctx); err != nil {
-		return Run{}, err
+		return record.Run{}, err
 	}
 	switch {
 	case o.Poll < 0:
-		return Run{}, fmt.Errorf("operator.AwaitRun: negative poll interval %s", o.Poll)
+		return record.Run{}, fmt.Errorf("operator.AwaitRun: negative poll interval %s", o.Poll)
 	case o.Poll == 0:
 		o.Poll = DefaultAwaitPoll
 	}
@@ -90,11 +84,11 @@ func (op *Operator) AwaitRun(ctx context.Context, runID uuid.UUID, o AwaitOption
 	for {
 		p, err := op.RunProgress(ctx, runID, o.Steps)
 		if err != nil {
-			return Run{}, err
+			return record.Run{}, err
 		}
 		if o.Progress != nil {
 			if err := o.Progress(p); err != nil {
-				return Run{}, err
+				return record.Run{}, err
 			}
 		}
 		if p.Status.Terminal() {
@@ -104,7 +98,7 @@ func (op *Operator) AwaitRun(ctx context.Context, runID uuid.UUID, o AwaitOption
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Run{}, fmt.Errorf("await run %s: %w", runID, ctx.Err())
+			return record.Run{}, fmt.Errorf("await run %s: %w", runID, ctx.Err())
 		case <-wake:
 		case <-t.C:
 		}
@@ -117,11 +111,11 @@ func (op *Operator) AwaitRun(ctx context.Context, runID uuid.UUID, o AwaitOption
 // its steps have ended and when the last did (an aggregate over the run's
 // steps, reading none of their outputs). What AwaitRun polls. It returns an
 // error wrapping ErrNotFound for a run that does not exist.
-func (op *Operator) RunProgress(ctx context.Context, runID uuid.UUID, steps bool) (Progress, error) {
+func (op *Operator) RunProgress(ctx context.Context, runID uuid.UUID, steps bool) (record.Progress, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return Progress{}, err
+		return record.Progress{}, err
 	}
 	return op.store.RunProgress(ctx, runID, steps)
 }

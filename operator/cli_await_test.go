@@ -15,7 +15,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/store"
 )
 
@@ -114,21 +114,21 @@ func TestAwaitRun_WakesOnTheNoticeOfTheRunsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := make(chan operator.Progress, 100)
+	reads := make(chan record.Progress, 100)
 	type outcome struct {
-		r   operator.Run
+		r   record.Run
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
 		r, err := op.AwaitRun(t.Context(), started.ID, operator.AwaitOptions{Poll: time.Minute,
-			Progress: func(p operator.Progress) error { reads <- p; return nil }})
+			Progress: func(p record.Progress) error { reads <- p; return nil }})
 		done <- outcome{r, err}
 	}()
 	for i := range 2 { // the first read, and the one once LISTEN took effect
 		select {
 		case p := <-reads:
-			if p.Status != sdk.RunQueued || p.FinishedAt != nil {
+			if p.Status != record.RunQueued || p.FinishedAt != nil {
 				t.Fatalf("read %d of a queued run: %+v", i+1, p)
 			}
 		case <-time.After(20 * time.Second):
@@ -139,7 +139,7 @@ func TestAwaitRun_WakesOnTheNoticeOfTheRunsEnd(t *testing.T) {
 	end(started.ID)
 	select {
 	case o := <-done:
-		if o.err != nil || o.r.Status != sdk.RunCompleted || string(o.r.Output) != `{"shipped": true}` || string(o.r.Input) != `{"order": 42}` {
+		if o.err != nil || o.r.Status != record.RunCompleted || string(o.r.Output) != `{"shipped": true}` || string(o.r.Input) != `{"order": 42}` {
 			t.Fatalf("AwaitRun: %+v, %v", o.r, o.err)
 		}
 		if waited := time.Since(sent); waited > 20*time.Second {
@@ -161,10 +161,10 @@ func TestAwaitRun_ReadsProgressOnlyUntilTheEnd(t *testing.T) {
 	}
 	before := rec.count()
 	var mu sync.Mutex
-	var seen []operator.Progress
+	var seen []record.Progress
 	var ended sync.Once
 	r, err := op.AwaitRun(t.Context(), started.ID, operator.AwaitOptions{Poll: 5 * time.Millisecond, PollOnly: true, Steps: true,
-		Progress: func(p operator.Progress) error {
+		Progress: func(p record.Progress) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, p)
@@ -177,12 +177,12 @@ func TestAwaitRun_ReadsProgressOnlyUntilTheEnd(t *testing.T) {
 			}
 			return nil
 		}})
-	if err != nil || r.Status != sdk.RunCompleted || string(r.Output) != `{"shipped": true}` {
+	if err != nil || r.Status != record.RunCompleted || string(r.Output) != `{"shipped": true}` {
 		t.Fatalf("AwaitRun: %+v, %v", r, err)
 	}
 	last := seen[len(seen)-1]
 	if len(seen) < 11 || seen[0].StepsEnded != 0 || seen[0].LastStepEnd != nil ||
-		last.Status != sdk.RunCompleted || last.FinishedAt == nil || last.StepsEnded != 1 || last.LastStepEnd == nil {
+		last.Status != record.RunCompleted || last.FinishedAt == nil || last.StepsEnded != 1 || last.LastStepEnd == nil {
 		t.Fatalf("progress read: %d times, first %+v, last %+v", len(seen), seen[0], last)
 	}
 	if whole := rec.since(before, "r.input", "r.output"); len(whole) != 1 {

@@ -10,6 +10,7 @@ import (
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -123,7 +124,7 @@ func ExampleOperator_AwaitRun() {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute) // wait a minute at most
 	defer cancel()
 	run, err := op.AwaitRun(ctx, ids[0], operator.AwaitOptions{Steps: true,
-		Progress: func(p operator.Progress) error {
+		Progress: func(p record.Progress) error {
 			fmt.Println("progress:", p.Status, p.StepsEnded, "step ended")
 			return nil
 		}})

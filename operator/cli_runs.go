@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -116,7 +117,7 @@ func (op *Operator) CountRuns(ctx context.Context, q RunSearch) (int64, error) {
 	if err := op.ready(ctx); err != nil {
 		return 0, err
 	}
-	return op.store.CountRuns(ctx, q)
+	return op.store.CountRuns(ctx, store.RunSearch(q))
 }
 
 // DeleteRun deletes one finished run (completed, failed or cancelled) with
@@ -138,11 +139,11 @@ func (op *Operator) CountRuns(ctx context.Context, q RunSearch) (int64, error) {
 // failed and so may be requeued: delete the parent instead) and a run with
 // child runs still queued or running. PurgeCompleted and PurgeFailures
 // delete by age.
-func (op *Operator) DeleteRun(ctx context.Context, runID uuid.UUID, note string) (Purged, error) {
+func (op *Operator) DeleteRun(ctx context.Context, runID uuid.UUID, note string) (record.Purged, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return Purged{}, err
+		return record.Purged{}, err
 	}
 	return op.store.DeleteRun(ctx, runID, note)
 }

@@ -17,8 +17,11 @@
 // with the database role and the note given. Start records a run by its
 // workflow's name, for a caller that does not link the workflow's code.
 //
-// The vocabulary of the rows (sdk.RunStatus, sdk.StepStatus,
-// sdk.AttemptStatus, sdk.Reason) is package sdk's. Applications start runs
+// The rows it returns are package record's (record.Run, record.Step,
+// record.Attempt, record.Failure, ...), with their vocabulary
+// (record.RunStatus, record.StepStatus, record.AttemptStatus; failure
+// reasons are policy.Reason); what it takes, filters and options
+// (RunFilter, FailureFilter, RequeueOptions, ...), is its own. Applications start runs
 // and wait for them with sdk.Client, whose Cancel is the same as
 // Operator.Cancel; the schema is managed with package store.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
@@ -71,7 +72,7 @@ func TestOperator_FindsRunsByIDKeyAndFilter(t *testing.T) {
 	ctx := t.Context()
 
 	r, err := op.Run(ctx, ids[0])
-	if err != nil || r.Status != sdk.RunFailed || r.Key != "order-1" || r.Failure == nil || r.Failure.Reason != sdk.ReasonRetriesExhausted {
+	if err != nil || r.Status != record.RunFailed || r.Key != "order-1" || r.Failure == nil || r.Failure.Reason != sdk.ReasonRetriesExhausted {
 		t.Fatalf("Run: %+v, %v", r, err)
 	}
 	if byKey, err := op.RunByKey(ctx, "order-1"); err != nil || byKey.ID != ids[0] {
@@ -83,16 +84,16 @@ func TestOperator_FindsRunsByIDKeyAndFilter(t *testing.T) {
 	if _, err := op.RunByKey(ctx, "no-such-key"); !errors.Is(err, operator.ErrNotFound) {
 		t.Fatalf("RunByKey of an unknown key: %v, want ErrNotFound", err)
 	}
-	runs, err := op.Runs(ctx, operator.RunFilter{Status: sdk.RunFailed})
+	runs, err := op.Runs(ctx, operator.RunFilter{Status: record.RunFailed})
 	if err != nil || len(runs) != 1 || runs[0].ID != ids[0] || runs[0].Activity != "charge" {
 		t.Fatalf("Runs of failed runs: %+v, %v", runs, err)
 	}
 	steps, err := op.Steps(ctx, ids[0])
-	if err != nil || len(steps) != 1 || steps[0].Status != sdk.StepFailed || steps[0].Reason != sdk.ReasonRetriesExhausted {
+	if err != nil || len(steps) != 1 || steps[0].Status != record.StepFailed || steps[0].Reason != sdk.ReasonRetriesExhausted {
 		t.Fatalf("Steps: %+v, %v", steps, err)
 	}
 	h, err := op.History(ctx, ids[1])
-	if err != nil || len(h) != 1 || h[0].Status != sdk.AttemptSucceeded {
+	if err != nil || len(h) != 1 || h[0].Status != record.AttemptSucceeded {
 		t.Fatalf("History: %+v, %v", h, err)
 	}
 }
@@ -125,7 +126,7 @@ func TestOperator_RequeueCancelAndAudit(t *testing.T) {
 	if err := op.Requeue(ctx, ids[0], "INC-7"); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := op.Run(ctx, ids[0]); r.Status != sdk.RunQueued || r.Requeues != 1 {
+	if r, _ := op.Run(ctx, ids[0]); r.Status != record.RunQueued || r.Requeues != 1 {
 		t.Fatalf("requeued run: %s after %d requeues, want queued after 1", r.Status, r.Requeues)
 	}
 	if err := op.Requeue(ctx, ids[1], ""); !errors.Is(err, operator.ErrNotFailed) {

@@ -2,27 +2,49 @@ package operator
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // RequeueFilter selects open failures for RequeueFailures by workflow,
 // activity, reason and time of failure. Set fields must all match; at least
-// one must be set, or All.
-type RequeueFilter = store.RequeueFilter
+// one must be set, or All (else ErrNoFilter).
+type RequeueFilter struct {
+	// Workflow, Activity and Reason, when set, keep the failures of that
+	// workflow, activity and reason.
+	Workflow string
+	Activity string
+	Reason   policy.Reason
+	// Since keeps the failures at or after it; zero: no lower bound.
+	Since time.Time
+	// Until keeps the failures before it; zero: no upper bound.
+	Until time.Time
+	// All matches every open failure when no other field is set. It exists
+	// so that "everything" is never the result of a forgotten flag.
+	All bool
+}
 
-// RequeueOptions says how RequeueFailures runs: DryRun, the Note for the
-// audit log, BatchSize (runs per statement; 0: all in one) and a Progress
-// callback. The zero value requeues everything that matches in one
-// statement with one audit row.
-type RequeueOptions = store.RequeueOptions
-
-// RequeueCandidate is one open failure that RequeueFailures chose, and
-// whether it put the run back (Requeued is false in a dry run, or when
-// someone else requeued the run first).
-type RequeueCandidate = store.RequeueCandidate
+// RequeueOptions says how RequeueFailures runs. The zero value requeues
+// everything that matches in one statement with one audit row.
+type RequeueOptions struct {
+	// DryRun changes nothing and returns what would be requeued.
+	DryRun bool
+	// Note is recorded in the audit_log row(s); empty for none.
+	Note string
+	// BatchSize, when positive, requeues at most this many runs per
+	// statement (and audit row), oldest failure first, so that a large
+	// requeue holds no long locks and can report progress; 0 requeues all
+	// in one. Failures that happen while it works are not picked up.
+	BatchSize int
+	// Progress, if set, is called after each batch with the runs requeued
+	// so far and the number that matched at the start.
+	Progress func(done, total int)
+}
 
 // Requeue puts a failed run back in the queue, through the SQL function
 // requeue_run: the run keeps its ID and its history, the step that failed
@@ -48,11 +70,11 @@ func (op *Operator) Requeue(ctx context.Context, runID uuid.UUID, note string) e
 // each statement writes an audit_log row with the filter, the count and the
 // note. With o.DryRun it changes nothing and returns what it would requeue.
 // It returns ErrNoFilter when f sets nothing and All is false.
-func (op *Operator) RequeueFailures(ctx context.Context, f RequeueFilter, o RequeueOptions) ([]RequeueCandidate, error) {
+func (op *Operator) RequeueFailures(ctx context.Context, f RequeueFilter, o RequeueOptions) ([]record.RequeueCandidate, error) {
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}
-	return op.store.RequeueFailures(ctx, f, o)
+	return op.store.RequeueFailures(ctx, store.RequeueFilter(f), store.RequeueOptions(o))
 }
 
 // RequeueFailureIDs requeues the runs whose open failure rows are exactly

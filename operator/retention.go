@@ -2,30 +2,42 @@ package operator
 
 import (
 	"context"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 )
 
-// PurgeOptions selects what a purge deletes: runs that finished more than
-// OlderThan ago (not negative; 0: all that qualify), or before the fixed
-// time Before (from PurgeCutoff, with OlderThan 0: a count and the purge
-// after it select the same runs), of one Workflow or all, with DryRun to
-// count without deleting (it locks nothing), and a Note for the audit log.
-type PurgeOptions = store.PurgeOptions
-
-// Purged counts what a purge deleted, or would delete in a dry run: Runs
-// (with their steps and attempts) and Failures (failure rows).
-type Purged = store.Purged
+// PurgeOptions selects what a purge (PurgeCompleted, PurgeFailures,
+// PurgeSample) deletes.
+type PurgeOptions struct {
+	// OlderThan keeps runs that finished less than this long ago. It must
+	// not be negative; 0 deletes every finished run that qualifies.
+	OlderThan time.Duration
+	// Before, when set, is the cutoff itself instead of an age: the runs
+	// that finished before it (a time by the database's clock, such as
+	// PurgeCutoff returns), so that a count and the purge that follows it
+	// minutes later select the same runs. OlderThan must then be 0. The
+	// audit row records it.
+	Before time.Time
+	// Workflow limits the purge to one workflow; empty: all.
+	Workflow string
+	// DryRun counts what would be deleted and deletes nothing (it locks
+	// nothing).
+	DryRun bool
+	// Note is recorded in the audit_log row; empty for none.
+	Note string
+}
 
 // PurgeCompleted deletes the runs that completed or were cancelled more than
 // o.OlderThan ago, through the SQL function purge_completed. Runs with
 // failure history are kept: only PurgeFailures deletes failure rows. Unless
 // it is a dry run it writes an audit_log row with the count.
-func (op *Operator) PurgeCompleted(ctx context.Context, o PurgeOptions) (Purged, error) {
+func (op *Operator) PurgeCompleted(ctx context.Context, o PurgeOptions) (record.Purged, error) {
 	if err := op.ready(ctx); err != nil {
-		return Purged{}, err
+		return record.Purged{}, err
 	}
-	return op.store.PurgeCompleted(ctx, o)
+	return op.store.PurgeCompleted(ctx, store.PurgeOptions(o))
 }
 
 // PurgeFailures deletes the runs with failure history (failed runs, and
@@ -33,9 +45,9 @@ func (op *Operator) PurgeCompleted(ctx context.Context, o PurgeOptions) (Purged,
 // ago, failure rows included, through the SQL function purge_failures.
 // Failure rows are never deleted otherwise; unless it is a dry run it writes
 // an audit_log row with both counts.
-func (op *Operator) PurgeFailures(ctx context.Context, o PurgeOptions) (Purged, error) {
+func (op *Operator) PurgeFailures(ctx context.Context, o PurgeOptions) (record.Purged, error) {
 	if err := op.ready(ctx); err != nil {
-		return Purged{}, err
+		return record.Purged{}, err
 	}
-	return op.store.PurgeFailures(ctx, o)
+	return op.store.PurgeFailures(ctx, store.PurgeOptions(o))
 }

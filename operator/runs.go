@@ -7,64 +7,53 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 )
 
-// Run is a run's row: its workflow, queue, key, status (sdk.RunStatus),
-// input and output as JSON, the worker holding its lease, its lease epoch,
-// how often it was requeued, and, when it failed, its open failure row
-// (Failure, nil otherwise).
-type Run = store.Run
-
-// RunFilter selects runs for Runs: by workflow, status, queue and key (the
-// one sdk.WithKey gave); empty fields match all. Limit 0 means 100.
-type RunFilter = store.RunFilter
-
-// RunSummary is one run as Runs lists it: its status, the worker holding it
-// and the lease time left for a running run, and the reason, step and
-// activity of a failed run's open failure.
-type RunSummary = store.RunSummary
-
-// Step is one step of a run as recorded: its activity, status
-// (sdk.StepStatus), why a failed step gave up, and the effective retry
-// policy of its latest attempt (JSON, as policy.Retry marshals it).
-type Step = store.StepRecord
-
-// Attempt is one attempt of a step, as the attempts table holds it: status
-// (sdk.AttemptStatus), times, error, whether it was a rescue, the delay
-// chosen before the next attempt and its source, the lease epoch, the
-// worker, and the trace and span IDs.
-type Attempt = store.Attempt
+// RunFilter selects runs for Runs; empty fields match all.
+type RunFilter struct {
+	// Workflow, when set, keeps the runs of that workflow.
+	Workflow string
+	// Status, when set, keeps the runs in that status; empty: any.
+	Status record.RunStatus
+	// Queue, when set, keeps the runs of that queue.
+	Queue string
+	// Key, when set, keeps the run started with that key (sdk.WithKey).
+	Key string
+	// Limit is how many runs at most; 0 means 100.
+	Limit int
+}
 
 // Run returns the run with the given ID, with its open failure row if it
 // failed, or an error wrapping ErrNotFound.
-func (op *Operator) Run(ctx context.Context, id uuid.UUID) (Run, error) {
+func (op *Operator) Run(ctx context.Context, id uuid.UUID) (record.Run, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return Run{}, err
+		return record.Run{}, err
 	}
 	return op.store.GetRun(ctx, id)
 }
 
 // RunByKey returns the run started with key (sdk.WithKey), as Run does. Keys
 // are unique across workflows, so there is at most one.
-func (op *Operator) RunByKey(ctx context.Context, key string) (Run, error) {
+func (op *Operator) RunByKey(ctx context.Context, key string) (record.Run, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return Run{}, err
+		return record.Run{}, err
 	}
 	return op.store.GetRunByKey(ctx, key)
 }
 
 // Runs lists the runs that f selects, newest first.
-func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error) {
+func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]record.RunSummary, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, err
 	}
-	return op.store.ListRuns(ctx, f)
+	return op.store.ListRuns(ctx, store.RunFilter(f))
 }
 
 // RunAuditLog returns the audit log rows that name the run: the requeues
@@ -73,7 +62,7 @@ func (op *Operator) Runs(ctx context.Context, f RunFilter) ([]RunSummary, error)
 // apart). It reads what a run's page shows: RunIDs is left empty (Runs
 // counts them) and Filter lacks failure_ids, so that the row of a requeue
 // of a million runs is as cheap to each run's page as that of one.
-func (op *Operator) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]AuditEntry, error) {
+func (op *Operator) RunAuditLog(ctx context.Context, runID uuid.UUID) ([]record.AuditEntry, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
@@ -97,7 +86,7 @@ func (op *Operator) Schemas(ctx context.Context) ([]string, error) {
 
 // Steps returns a run's steps in order: none for a run that has not started
 // a step, or that does not exist (Run tells those apart).
-func (op *Operator) Steps(ctx context.Context, runID uuid.UUID) ([]Step, error) {
+func (op *Operator) Steps(ctx context.Context, runID uuid.UUID) ([]record.Step, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
@@ -108,7 +97,7 @@ func (op *Operator) Steps(ctx context.Context, runID uuid.UUID) ([]Step, error) 
 
 // History returns the timeline of a run: every attempt of every step, in
 // order of step and attempt, requeued ones included.
-func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]Attempt, error) {
+func (op *Operator) History(ctx context.Context, runID uuid.UUID) ([]record.Attempt, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
@@ -152,16 +141,10 @@ func (op *Operator) Signal(ctx context.Context, runID uuid.UUID, name string, pa
 	return op.store.SendSignal(ctx, op.store.Pool(), runID, name, payload)
 }
 
-// Worker is a worker's row in the registry: label, host, pid, version, the
-// workflows and queues it serves, its concurrency, the runs it holds, and
-// its last heartbeat (Live: within three heartbeat intervals, or its lease
-// TTL, and not stopped).
-type Worker = store.Worker
-
 // Workers lists the worker registry, live workers first; with all false,
 // only the live ones. Each worker's heartbeat keeps its row, in the same
 // statement that renews its leases.
-func (op *Operator) Workers(ctx context.Context, all bool) ([]Worker, error) {
+func (op *Operator) Workers(ctx context.Context, all bool) ([]record.Worker, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
@@ -170,14 +153,9 @@ func (op *Operator) Workers(ctx context.Context, all bool) ([]Worker, error) {
 	return op.store.Workers(ctx, all)
 }
 
-// Orphans is, for one workflow and queue, the queued runs that no live
-// worker serves: they wait until a worker that registers the workflow and
-// serves the queue starts.
-type Orphans = store.Orphans
-
 // Orphans lists the queued runs no live worker serves, per workflow and
 // queue (the orphaned_runs view), most runs first.
-func (op *Operator) Orphans(ctx context.Context) ([]Orphans, error) {
+func (op *Operator) Orphans(ctx context.Context) ([]record.Orphans, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
@@ -186,36 +164,13 @@ func (op *Operator) Orphans(ctx context.Context) ([]Orphans, error) {
 	return op.store.OrphanedRuns(ctx)
 }
 
-// Replication is how the database server replicates commits, as a session
-// of the operator's pool sees it (docs/guarantees.md, "Replication and
-// failover").
-type Replication struct {
-	// Mode is "none" (no standby), "synchronous" (every commit waits for a
-	// standby), "asynchronous" (standbys that commits do not wait for: a
-	// failover can lose acknowledged runs) or "standby" (the server is one).
-	Mode string `json:"mode"`
-	// Standbys is how many physical standbys stream from the server.
-	Standbys int `json:"standbys"`
-	// SynchronousStandbyNames and SynchronousCommit are the server's
-	// settings as the session sees them.
-	SynchronousStandbyNames string `json:"synchronous_standby_names"`
-	SynchronousCommit       string `json:"synchronous_commit"`
-	// Description says what the mode means, in a sentence.
-	Description string `json:"description"`
-}
-
 // Replication reads how the database server replicates commits: the web
 // UI warns on every page while it is asynchronous.
-func (op *Operator) Replication(ctx context.Context) (Replication, error) {
+func (op *Operator) Replication(ctx context.Context) (record.Replication, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return Replication{}, err
+		return record.Replication{}, err
 	}
-	r, err := op.store.ReadReplication(ctx, op.store.Pool())
-	if err != nil {
-		return Replication{}, err
-	}
-	return Replication{Mode: string(r.Mode), Standbys: r.Standbys, SynchronousStandbyNames: r.SynchronousStandbyNames,
-		SynchronousCommit: r.SynchronousCommit, Description: r.Describe()}, nil
+	return op.store.ReadReplication(ctx, op.store.Pool())
 }

@@ -5,27 +5,35 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 )
-
-// FailureSet is the open failures a filter selects in a fixed window
-// (Filter, its Until set), counted, broken down by workflow, activity and
-// reason, and named by a Digest, all in SQL.
-type FailureSet = store.FailureSet
-
-// FailureSetGroup is one line of a FailureSet's breakdown: a workflow, an
-// activity (empty: the workflow itself), a reason and its failures.
-type FailureSetGroup = store.FailureSetGroup
 
 // ErrFailuresChanged is returned by RequeueFailureSet when the failures in
 // the set's window are no longer the ones previewed (a requeue or a purge
 // meanwhile): nothing was requeued.
 var ErrFailuresChanged = store.ErrFailuresChanged
 
-// RequeueSet is a requeue of a FailureSet: its Filter and Digest as
-// previewed, SkipIndeterminate to leave failed the runs that failed
-// indeterminate, the Note, and Audit, how the set was selected, for the
-// audit row.
-type RequeueSet = store.RequeueSet
+// RequeueSet is a requeue of a FailureSet, as its preview counted it.
+type RequeueSet struct {
+	// Filter is the set's (record.FailureSet.Filter), its window included:
+	// the failures are selected again by it, in the statement that
+	// requeues them.
+	Filter record.FailureGroupFilter
+	// Digest is the set's as previewed (record.FailureSet.Digest): the
+	// requeue is refused (ErrFailuresChanged) once the set no longer has
+	// it.
+	Digest string
+	// SkipIndeterminate leaves failed the runs that failed indeterminate
+	// (their at-most-once activity would run again) and requeues the
+	// others.
+	SkipIndeterminate bool
+	// Note is recorded in the audit_log row; empty for none.
+	Note string
+	// Audit says how the person selected the set (a page's filter), for the
+	// audit row's filter, beside the window, the set's size and its digest;
+	// nil for none.
+	Audit map[string]string
+}
 
 // FailureSet counts, breaks down and names the open failures f selects, of
 // any number, fixing the window: with no f.Until, it ends at the database's
@@ -33,11 +41,11 @@ type RequeueSet = store.RequeueSet
 // requeue by filter shows (with a sample from OpenFailures of its Filter)
 // and its confirm hands to RequeueFailureSet. Failures that come after the
 // window (an incident still going on) are not in it.
-func (op *Operator) FailureSet(ctx context.Context, f FailureGroupFilter) (FailureSet, error) {
+func (op *Operator) FailureSet(ctx context.Context, f record.FailureGroupFilter) (record.FailureSet, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return FailureSet{}, err
+		return record.FailureSet{}, err
 	}
 	return op.store.FailureSet(ctx, f)
 }
@@ -54,16 +62,8 @@ func (op *Operator) RequeueFailureSet(ctx context.Context, q RequeueSet) (int64,
 	if err := op.ready(ctx); err != nil {
 		return 0, err
 	}
-	return op.store.RequeueFailureSet(ctx, q)
+	return op.store.RequeueFailureSet(ctx, store.RequeueSet(q))
 }
-
-// PurgeCandidate is one run a purge of failures would delete: its workflow,
-// status, end, failure rows and last failure's reason.
-type PurgeCandidate = store.PurgeCandidate
-
-// PurgeWorkflow is how many of the runs a purge would delete belong to one
-// workflow.
-type PurgeWorkflow = store.PurgeWorkflow
 
 // PurgeCutoff returns now minus olderThan by the database's clock: the
 // fixed cutoff (PurgeOptions.Before) that a preview of PurgeFailures
@@ -82,11 +82,11 @@ func (op *Operator) PurgeCutoff(ctx context.Context, olderThan time.Duration) (t
 // o would delete, and how many it would delete of each workflow: the runs
 // the SQL function purge_failure_candidates selects for purge_failures
 // itself. It locks nothing.
-func (op *Operator) PurgeSample(ctx context.Context, o PurgeOptions, limit int) ([]PurgeCandidate, []PurgeWorkflow, error) {
+func (op *Operator) PurgeSample(ctx context.Context, o PurgeOptions, limit int) ([]record.PurgeCandidate, []record.PurgeWorkflow, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
 		return nil, nil, err
 	}
-	return op.store.PurgeSample(ctx, o, limit)
+	return op.store.PurgeSample(ctx, store.PurgeOptions(o), limit)
 }

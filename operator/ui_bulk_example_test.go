@@ -8,6 +8,7 @@ import (
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -29,7 +30,7 @@ func ExampleOperator_FailureSet() {
 		panic(err)
 	}
 
-	set, err := op.FailureSet(ctx, operator.FailureGroupFilter{Workflow: "orders"})
+	set, err := op.FailureSet(ctx, record.FailureGroupFilter{Workflow: "orders"})
 	if err != nil {
 		panic(err)
 	}

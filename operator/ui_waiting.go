@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 )
 
 // WaitKind is what a queued run waits for, as its row records it.
@@ -46,7 +47,7 @@ type Wait struct {
 // reading of those columns, which the web UI completes with the run's
 // attempts (a backoff) and workers (none serves it), and the CLI prints. A
 // run that is not queued waits for nothing (WaitNone).
-func WaitingFor(r Run) Wait {
+func WaitingFor(r record.Run) Wait {
 	if r.Status != store.RunQueued {
 		return Wait{}
 	}

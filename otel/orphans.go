@@ -15,7 +15,7 @@ import (
 const MetricRunsOrphaned = "tenure.runs.orphaned"
 
 // ObserveOrphans registers the gauge tenure.runs.orphaned: per workflow and
-// queue, the queued runs that no live worker serves (operator.Orphans, the
+// queue, the queued runs that no live worker serves (record.Orphans, the
 // orphaned_runs view), read at each collection with one query. A run
 // nobody serves waits forever; alert on this gauge above zero. Only the
 // meter provider option applies. Unregister the returned registration when

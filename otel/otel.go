@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -174,11 +175,11 @@ func (i *Instrumentation) AttemptEnded(ctx context.Context, a runtime.Attempt, e
 		span.SetAttributes(KeyErrorType.String(fmt.Sprintf("%T", end.Err)))
 		span.RecordError(end.Err)
 		span.SetStatus(codes.Error, end.Err.Error())
-	} else if end.Outcome == sdk.AttemptLost {
+	} else if end.Outcome == record.AttemptLost {
 		span.SetStatus(codes.Error, "lease lost during the attempt: its result was discarded")
 	}
 	span.End()
-	if end.Outcome == sdk.AttemptLost {
+	if end.Outcome == record.AttemptLost {
 		// The worker that rescues the run counts it (AttemptLost), also when
 		// this worker never wakes up to report it: count each attempt once.
 		return
@@ -194,7 +195,7 @@ func (i *Instrumentation) AttemptLost(ctx context.Context, a runtime.Attempt, st
 	opts := []trace.SpanStartOption{
 		trace.WithTimestamp(startedAt),
 		trace.WithAttributes(attemptAttributes(a)...),
-		trace.WithAttributes(KeyOutcome.String(string(sdk.AttemptLost)), KeyRecordedSpan.String(recorded.SpanID)),
+		trace.WithAttributes(KeyOutcome.String(string(record.AttemptLost)), KeyRecordedSpan.String(recorded.SpanID)),
 	}
 	if sc, ok := spanContext(recorded); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
@@ -202,7 +203,7 @@ func (i *Instrumentation) AttemptLost(ctx context.Context, a runtime.Attempt, st
 	_, span := i.tracer.Start(ctx, a.Activity, opts...)
 	span.SetStatus(codes.Error, "attempt lost: its worker died, froze or was cut off while it ran")
 	span.End()
-	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(string(sdk.AttemptLost)))
+	attrs := metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyOutcome.String(string(record.AttemptLost)))
 	i.m.attempts.Add(ctx, 1, attrs)
 	i.m.attemptDuration.Record(ctx, time.Since(startedAt).Seconds(), attrs)
 }
@@ -228,9 +229,9 @@ func (i *Instrumentation) DatabaseError(path string, err error) {
 // ReplicationChecked records whether the worker's commits are replicated
 // asynchronously (runtime.ReplicationObserver): the gauge
 // tenure.database.replication.asynchronous, with the mode.
-func (i *Instrumentation) ReplicationChecked(r runtime.Replication) {
+func (i *Instrumentation) ReplicationChecked(r record.Replication) {
 	var async int64
-	if r.Mode == runtime.ReplicationAsynchronous {
+	if r.Mode == record.ReplicationAsynchronous {
 		async = 1
 	}
 	i.m.replicationAsync.Record(context.Background(), async, metric.WithAttributes(KeyReplicationMode.String(string(r.Mode))))

@@ -58,7 +58,7 @@ type Config struct {
 	PollOnly bool
 	// RequireSynchronousReplication makes Health report an error while the
 	// database server has standbys it does not wait for at commit
-	// (Worker.Replication is ReplicationAsynchronous), or is a standby: for
+	// (Worker.Replication is record.ReplicationAsynchronous), or is a standby: for
 	// a deployment that counts on a failover losing nothing. Default false:
 	// the worker says so once in its log and keeps working.
 	RequireSynchronousReplication bool

@@ -17,6 +17,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -244,18 +245,18 @@ func TestReplication_AWorkerReportsCommitsNotSynchronouslyReplicated(t *testing.
 			r := w.Replication()
 			warnings := strings.Count(logs.String(), "commits are not synchronously replicated")
 			if !sync {
-				if r.Mode != runtime.ReplicationAsynchronous || r.Standbys != 1 || warnings != 1 {
+				if r.Mode != record.ReplicationAsynchronous || r.Standbys != 1 || warnings != 1 {
 					t.Fatalf("replication %+v, %d warnings in the log; want asynchronous with 1 standby, said once\n%s", r, warnings, logs.String())
 				}
 				if err := w.Health(); err == nil || !strings.Contains(err.Error(), "not synchronously replicated") {
 					t.Fatalf("Health %v, want the asynchronous standby reported", err)
 				}
-				if got := obs.last(); got.Mode != runtime.ReplicationAsynchronous {
+				if got := obs.last(); got.Mode != record.ReplicationAsynchronous {
 					t.Fatalf("the observer heard %+v", got)
 				}
 				return
 			}
-			if r.Mode != runtime.ReplicationSynchronous || warnings != 0 {
+			if r.Mode != record.ReplicationSynchronous || warnings != 0 {
 				t.Fatalf("replication %+v, %d warnings; want synchronous, nothing said", r, warnings)
 			}
 			if err := w.Health(); err != nil {
@@ -269,16 +270,16 @@ func TestReplication_AWorkerReportsCommitsNotSynchronouslyReplicated(t *testing.
 type replicationSeen struct {
 	outcomes
 	mu sync.Mutex
-	r  runtime.Replication
+	r  record.Replication
 }
 
-func (o *replicationSeen) ReplicationChecked(r runtime.Replication) {
+func (o *replicationSeen) ReplicationChecked(r record.Replication) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.r = r
 }
 
-func (o *replicationSeen) last() runtime.Replication {
+func (o *replicationSeen) last() record.Replication {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.r

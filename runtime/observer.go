@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -94,21 +95,21 @@ type Attempt struct {
 
 // Attempt outcomes, as recorded in the attempts table.
 //
-// Deprecated: use the sdk names (sdk.AttemptSucceeded, ...), of which these
+// Deprecated: use the record names (record.AttemptSucceeded, ...), of which these
 // are aliases.
 const (
-	AttemptSucceeded   = sdk.AttemptSucceeded
-	AttemptFailed      = sdk.AttemptFailed
-	AttemptTimedOut    = sdk.AttemptTimedOut
-	AttemptLost        = sdk.AttemptLost
-	AttemptInterrupted = sdk.AttemptInterrupted
+	AttemptSucceeded   = record.AttemptSucceeded
+	AttemptFailed      = record.AttemptFailed
+	AttemptTimedOut    = record.AttemptTimedOut
+	AttemptLost        = record.AttemptLost
+	AttemptInterrupted = record.AttemptInterrupted
 )
 
 // AttemptEnd is how an attempt ended.
 type AttemptEnd struct {
-	// Outcome is the attempt's status: sdk.AttemptSucceeded, AttemptFailed,
+	// Outcome is the attempt's status: record.AttemptSucceeded, AttemptFailed,
 	// AttemptTimedOut, AttemptLost or AttemptInterrupted.
-	Outcome  sdk.AttemptStatus
+	Outcome  record.AttemptStatus
 	Err      error // the error it returned, if any
 	Duration time.Duration
 	// Delay is the delay chosen before the next attempt, when one follows an

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -359,12 +360,12 @@ func (e *execution) AwaitChild(ctx context.Context, step int) ([]byte, error) {
 // childError is the error of a child step that recorded its child's
 // failure or cancellation.
 func childError(rec store.Step) error {
-	ce := &sdk.ChildError{Workflow: rec.Activity, Status: sdk.RunFailed, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
+	ce := &sdk.ChildError{Workflow: rec.Activity, Status: record.RunFailed, Reason: rec.Reason, Message: rec.ErrorMessage, Type: rec.ErrorType}
 	if rec.Child != nil {
 		ce.RunID = rec.Child.ID
 	}
 	if rec.Reason == sdk.ReasonCancelled {
-		ce.Status, ce.Reason = sdk.RunCancelled, ""
+		ce.Status, ce.Reason = record.RunCancelled, ""
 	}
 	return ce
 }

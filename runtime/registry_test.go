@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/activities"
-	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -35,7 +35,7 @@ func TestRegistry_WorkersAndOrphans(t *testing.T) {
 	w := e.worker(cfg, wf)
 	r, _ := sdk.Start(e.ctx, e.client, wf, 1)
 	<-started
-	var me operator.Worker
+	var me record.Worker
 	eventually(t, "the heartbeat to report the held run", func() bool {
 		ws, err := e.op.Workers(e.ctx, false)
 		if err != nil || len(ws) != 1 {

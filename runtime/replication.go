@@ -5,45 +5,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/record"
 )
-
-// ReplicationMode is what a failover of the database server can cost the
-// worker's commits (docs/guarantees.md, "Replication and failover").
-type ReplicationMode string
-
-// Replication modes, as Worker.Replication reports them.
-const (
-	// ReplicationUnknown: not read yet, or the server could not say.
-	ReplicationUnknown ReplicationMode = ""
-	// ReplicationNone: the server streams to no standby. A crash of the
-	// server alone loses nothing committed.
-	ReplicationNone ReplicationMode = "none"
-	// ReplicationSynchronous: every commit waits for a standby to have it:
-	// promoting that standby loses nothing acknowledged.
-	ReplicationSynchronous ReplicationMode = "synchronous"
-	// ReplicationAsynchronous: the server has standbys but commits do not
-	// wait for them: promoting one loses what it had not received, and an
-	// at-most-once step whose attempt's record is lost can run again.
-	ReplicationAsynchronous ReplicationMode = "asynchronous"
-	// ReplicationStandby: the server the worker reached is a standby in
-	// recovery, which takes no writes.
-	ReplicationStandby ReplicationMode = "standby"
-)
-
-// Replication is how the database server replicates the worker's commits,
-// as the worker last read it: at start and every ReplicationCheckInterval.
-type Replication struct {
-	Mode ReplicationMode
-	// Standbys is how many physical standbys stream from the server.
-	Standbys int
-	// SynchronousStandbyNames and SynchronousCommit are the server's
-	// settings as the worker's sessions see them.
-	SynchronousStandbyNames, SynchronousCommit string
-	// CheckedAt is when it was read (zero before the first read).
-	CheckedAt time.Time
-	// Description says what the mode means, in a sentence.
-	Description string
-}
 
 // ReplicationCheckInterval is how often a worker reads how its commits are
 // replicated.
@@ -53,18 +17,18 @@ const ReplicationCheckInterval = time.Minute
 // package implements it): it hears how the worker's commits are replicated
 // each time the worker reads it.
 type ReplicationObserver interface {
-	ReplicationChecked(r Replication)
+	ReplicationChecked(r record.Replication)
 }
 
 // Replication returns how the database server replicates the worker's
 // commits, as last read. A worker whose server has standbys it does not wait
-// for (ReplicationAsynchronous) says so once in its log, when it finds out;
+// for (record.ReplicationAsynchronous) says so once in its log, when it finds out;
 // Health reports it too when Config.RequireSynchronousReplication is set.
-func (w *Worker) Replication() Replication {
+func (w *Worker) Replication() record.Replication {
 	if r := w.replication.Load(); r != nil {
 		return *r
 	}
-	return Replication{}
+	return record.Replication{}
 }
 
 // checkReplication reads how the server replicates the worker's commits on
@@ -79,24 +43,21 @@ func (w *Worker) checkReplication(ctx context.Context, conn *pgx.Conn) {
 		}
 		return
 	}
-	r := Replication{
-		Mode: ReplicationMode(sr.Mode), Standbys: sr.Standbys, SynchronousStandbyNames: sr.SynchronousStandbyNames,
-		SynchronousCommit: sr.SynchronousCommit, CheckedAt: sr.CheckedAt, Description: sr.Describe(),
-	}
+	r := sr
 	old := w.replication.Swap(&r)
 	if o, ok := w.cfg.Observer.(ReplicationObserver); ok {
 		o.ReplicationChecked(r)
 	}
-	was := ReplicationUnknown
+	was := record.ReplicationUnknown
 	if old != nil {
 		was = old.Mode
 	}
 	switch {
 	case r.Mode == was:
-	case r.Mode == ReplicationAsynchronous:
+	case r.Mode == record.ReplicationAsynchronous:
 		w.cfg.Logger.Warn("tenure: "+r.Description, "worker", w.cfg.Label, "standbys", r.Standbys,
 			"synchronous_standby_names", r.SynchronousStandbyNames, "synchronous_commit", r.SynchronousCommit)
-	case was == ReplicationAsynchronous:
+	case was == record.ReplicationAsynchronous:
 		w.cfg.Logger.Info("tenure: "+r.Description, "worker", w.cfg.Label)
 	}
 }
@@ -107,14 +68,14 @@ func (w *Worker) replicationHealth() error {
 	if !w.cfg.RequireSynchronousReplication {
 		return nil
 	}
-	if r := w.Replication(); r.Mode == ReplicationAsynchronous || r.Mode == ReplicationStandby {
+	if r := w.Replication(); r.Mode == record.ReplicationAsynchronous || r.Mode == record.ReplicationStandby {
 		return &replicationError{r}
 	}
 	return nil
 }
 
-type replicationError struct{ r Replication }
+type replicationError struct{ r record.Replication }
 
 func (e *replicationError) Error() string {
-	return "replication: " + e.r.Description + " (Config.RequireSynchronousReplication)"
+	return "replication: " + e.r.Description + " (Config.RequireSynchronousrecord.Replication)"
 }

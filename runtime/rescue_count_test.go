@@ -9,6 +9,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -49,7 +50,7 @@ func TestRescue_FailureRowCountsRescuesMadeAfterAReplay(t *testing.T) {
 	if got := e.statuses(run.ID); len(got) != 1 || got[0] != "1.1:lost" {
 		t.Fatalf("attempts = %v, want the one lost charge", got)
 	}
-	if steps, _ := e.op.Steps(e.ctx, run.ID); len(steps) != 2 || steps[1].Kind != sdk.KindSleep {
+	if steps, _ := e.op.Steps(e.ctx, run.ID); len(steps) != 2 || steps[1].Kind != record.KindSleep {
 		t.Fatalf("steps %+v, want the failed charge and the sleep it was replayed after", steps)
 	}
 	fs, _ := e.op.Failures(e.ctx, operator.FailureFilter{RunID: run.ID})

@@ -13,6 +13,7 @@ import (
 	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -111,7 +112,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 		last = "" // a requeue gave the step a fresh budget: earlier attempts no longer count
 	}
 	switch last {
-	case sdk.AttemptLost:
+	case record.AttemptLost:
 		// The last attempt's outcome is unknown. b.rescues counts the lost
 		// attempts, this one included, which is what DecideRescue weighs (a
 		// step that gives up here rescued one fewer: budget.rescued).
@@ -178,7 +179,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	s.prev = ref
 	// Whatever way the attempt ends, including a goroutine exit when the
 	// lease is lost, the observer hears of it once. Unrecorded means lost.
-	report := AttemptEnd{Outcome: sdk.AttemptLost}
+	report := AttemptEnd{Outcome: record.AttemptLost}
 	began := time.Now()
 	reported := false // the report was handed to the deferred checkpoint
 	defer func() {
@@ -206,8 +207,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 	timeout, ok := s.pol.TimeoutAt(elapsed)
 	if !ok {
 		const msg = "not invoked: the step's deadline passed before this attempt could start"
-		report = AttemptEnd{Outcome: sdk.AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
-		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: sdk.AttemptFailed, ErrorMessage: msg})
+		report = AttemptEnd{Outcome: record.AttemptFailed, Err: errors.New(msg), GaveUp: sdk.ReasonDeadline}
+		return nil, s.giveUp(sdk.ReasonDeadline, msg, "tenure.DeadlineExceeded", &store.AttemptEnd{Status: record.AttemptFailed, ErrorMessage: msg})
 	}
 
 	if stx != nil {
@@ -230,11 +231,11 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		if len(out) <= e.w.cfg.MaxPayload {
 			// The observer hears of the success once it is recorded: until
 			// then (and if the checkpoint is refused) the attempt is lost.
-			succeeded := AttemptEnd{Outcome: sdk.AttemptSucceeded, Duration: time.Since(began)}
+			succeeded := AttemptEnd{Outcome: record.AttemptSucceeded, Duration: time.Since(began)}
 			reported = s.checkpoint(out, func(recorded bool) {
 				r := succeeded
 				if !recorded {
-					r = AttemptEnd{Outcome: sdk.AttemptLost, Duration: r.Duration}
+					r = AttemptEnd{Outcome: record.AttemptLost, Duration: r.Duration}
 				}
 				e.w.cfg.Observer.AttemptEnded(actx, info, r)
 			})
@@ -251,9 +252,9 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		// matches with errors.Is(err, sdk.ErrCancelled).
 		msg := "run cancelled during the attempt; the activity returned: " + callErr.Error()
 		err := s.giveUp(sdk.ReasonCancelled, msg, typeName(callErr), &store.AttemptEnd{
-			Status: sdk.AttemptCancelled, ErrorMessage: msg, ErrorType: typeName(callErr),
+			Status: record.AttemptCancelled, ErrorMessage: msg, ErrorType: typeName(callErr),
 		}, sdk.ErrCancelled)
-		report.Outcome = sdk.AttemptCancelled
+		report.Outcome = record.AttemptCancelled
 		return nil, err
 	}
 	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil &&
@@ -265,8 +266,8 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		// the database's, not the activity's. Like a transaction that could
 		// not begin, that is charged to no budget: the attempt is recorded
 		// interrupted and the run handed back for later.
-		s.end(store.AttemptEnd{Status: sdk.AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
-		report.Outcome = sdk.AttemptInterrupted
+		s.end(store.AttemptEnd{Status: record.AttemptInterrupted, ErrorMessage: "the step's transaction lost its database connection: " + callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = record.AttemptInterrupted
 		e.log.Warn("tenure: a transactional step's transaction lost its connection; handing the run back", "step", s.n, "error", callErr)
 		e.releaseAfter(e.w.cfg.PollInterval, "database connection lost during a transactional step")
 		exit()
@@ -276,15 +277,15 @@ func (s *stepRun) try(ctx context.Context, rescue bool) (_ []byte, err error) {
 		e.lose("attempt ended after the lease was lost")
 		exit()
 	case errShutdown:
-		s.end(store.AttemptEnd{Status: sdk.AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
-		report.Outcome = sdk.AttemptInterrupted
+		s.end(store.AttemptEnd{Status: record.AttemptInterrupted, ErrorMessage: callErr.Error(), ErrorType: typeName(callErr)})
+		report.Outcome = record.AttemptInterrupted
 		e.release("attempt interrupted by shutdown")
 		exit()
 	}
 
-	status := sdk.AttemptFailed
+	status := record.AttemptFailed
 	if errors.Is(callErr, context.DeadlineExceeded) && timeout > 0 && ran >= timeout {
-		status = sdk.AttemptTimedOut
+		status = record.AttemptTimedOut
 	}
 	if stack != nil {
 		err := s.giveUp(sdk.ReasonPanic, callErr.Error(), "panic", &store.AttemptEnd{

@@ -22,6 +22,7 @@ import (
 	"github.com/tenurehq/tenure/internal/listener"
 	"github.com/tenurehq/tenure/internal/override"
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -113,7 +114,7 @@ type Worker struct {
 	lastWakes            time.Time
 	busyWakes            bool
 
-	replication atomic.Pointer[Replication] // as last read (Replication)
+	replication atomic.Pointer[record.Replication] // as last read (Replication)
 
 	// The worker's paths to the database, each retried with backoff while
 	// it fails: Health reports them.

@@ -14,6 +14,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -36,13 +37,13 @@ func printTimeline(ctx context.Context, pool *pgxpool.Pool, schema string, runID
 
 // awaitWaiting returns once run runID waits, without a lease, for what
 // (runs.waiting_for: "sleep", "signal:<name>", "child:<id>").
-func awaitWaiting(ctx context.Context, op *operator.Operator, runID uuid.UUID, what string) operator.Run {
+func awaitWaiting(ctx context.Context, op *operator.Operator, runID uuid.UUID, what string) record.Run {
 	for {
 		r, err := op.Run(ctx, runID)
 		if err != nil {
 			panic(err)
 		}
-		if r.Status == sdk.RunQueued && r.WaitingFor == what {
+		if r.Status == record.RunQueued && r.WaitingFor == what {
 			return r
 		}
 		time.Sleep(5 * time.Millisecond)

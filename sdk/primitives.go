@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/engine"
+	"github.com/tenurehq/tenure/record"
 )
 
 // ErrTimeout is matched (errors.Is) by the *TimeoutError that Receive and
@@ -215,15 +216,15 @@ func Detached(ctx context.Context) context.Context { return engine.Detach(ctx) }
 type ChildError struct {
 	RunID    uuid.UUID
 	Workflow string
-	Status   RunStatus // failed or cancelled
-	Reason   Reason    // the child's failure reason; empty when cancelled
+	Status   record.RunStatus // failed or cancelled
+	Reason   Reason           // the child's failure reason; empty when cancelled
 	Message  string
 	Type     string
 }
 
 // Error says which child ended how.
 func (e *ChildError) Error() string {
-	if e.Status == RunCancelled {
+	if e.Status == record.RunCancelled {
 		return fmt.Sprintf("child run %s (%s) was cancelled: %s", e.RunID, e.Workflow, e.Message)
 	}
 	return fmt.Sprintf("child run %s (%s) failed: %s: %s", e.RunID, e.Workflow, e.Reason, e.Message)
@@ -232,7 +233,7 @@ func (e *ChildError) Error() string {
 // Is reports whether e is ErrCancelled (the child was cancelled) or
 // ErrIndeterminate (the child failed as indeterminate).
 func (e *ChildError) Is(target error) bool {
-	return (target == ErrCancelled && e.Status == RunCancelled) ||
+	return (target == ErrCancelled && e.Status == record.RunCancelled) ||
 		(target == ErrIndeterminate && e.Reason == ReasonIndeterminate)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
 )
 
 // Run is a handle on one run, typed by its workflow's output.
@@ -60,12 +61,12 @@ func (r *Run[Out]) Result(ctx context.Context) (Out, error) {
 		return out, err
 	}
 	switch row.Status {
-	case RunCompleted:
+	case record.RunCompleted:
 		if err := json.Unmarshal(row.Output, &out); err != nil {
 			return out, fmt.Errorf("run %s: decode output: %w", r.ID, err)
 		}
 		return out, nil
-	case RunCancelled:
+	case record.RunCancelled:
 		return out, fmt.Errorf("run %s: %w", r.ID, ErrCancelled)
 	}
 	re := &RunError{RunID: row.ID, Workflow: row.Workflow, Reason: ReasonWorkflowError, Message: row.ErrorMessage}

@@ -129,7 +129,7 @@ func (b *startBatch) flush(ctx context.Context, c *Client) {
 	b.mu.Unlock()
 
 	b.flushes.Add(1)
-	res, errs := record(context.WithoutCancel(ctx), c, batch, lockWait)
+	res, errs := insertBatch(context.WithoutCancel(ctx), c, batch, lockWait)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -159,14 +159,14 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// record inserts the runs of batch and returns each one's outcome. A try
+// insertBatch inserts the runs of batch and returns each one's outcome. A try
 // whose outcome was not seen (a lost connection, a timeout) is sent again
 // (see insertRetrying); when none settles it, every run's error wraps
 // ErrOutcomeUnknown. When the database refused the batch for a row's
 // content, or a key stayed busy for lockWait, it rolled the whole batch back,
 // and each caller is told to insert its run alone (errAlone): one caller's
 // bad row or busy key fails or stalls only that caller.
-func record(ctx context.Context, c *Client, batch []*startRequest, lockWait time.Duration) ([]store.Inserted, []error) {
+func insertBatch(ctx context.Context, c *Client, batch []*startRequest, lockWait time.Duration) ([]store.Inserted, []error) {
 	runs := make([]store.NewRun, len(batch))
 	for i, req := range batch {
 		runs[i] = req.run

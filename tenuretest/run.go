@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/store"
-	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -45,7 +45,7 @@ func Result[Out any](e *Env, run *sdk.Run[Out]) (Out, error) {
 
 // History returns every attempt of the run, in order of step and attempt,
 // as the attempts table holds them (see operator.Operator.History).
-func (e *Env) History(runID uuid.UUID) []operator.Attempt {
+func (e *Env) History(runID uuid.UUID) []record.Attempt {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -66,7 +66,7 @@ func (e *Env) Timeline(runID uuid.UUID) []string {
 	return timeline(e.History(runID))
 }
 
-func timeline(h []operator.Attempt) []string {
+func timeline(h []record.Attempt) []string {
 	out := make([]string, len(h))
 	for i, a := range h {
 		out[i] = fmt.Sprintf("%d.%d %s %s", a.Step, a.Attempt, a.Activity, a.Status)
@@ -111,10 +111,10 @@ func (e *Env) Crash(runID uuid.UUID) {
 // constant; "" accepts any). It returns the run's failure row: the step and
 // activity that gave up, its attempt, error and rescue counts, its last
 // error.
-func (e *Env) RequireFailed(runID uuid.UUID, reason sdk.Reason) operator.Failure {
+func (e *Env) RequireFailed(runID uuid.UUID, reason sdk.Reason) record.Failure {
 	e.t.Helper()
 	r := e.wait(runID)
-	if r.Status != sdk.RunFailed || r.Failure == nil {
+	if r.Status != record.RunFailed || r.Failure == nil {
 		e.t.Fatalf("tenuretest: run %s %s, want it failed with reason %q: %s", runID, r.Status, reason, e.describe(runID))
 	}
 	f := *r.Failure

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/internal/storetest"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -134,7 +135,7 @@ func TestPurgeFailures_CountSampleConfirmOneAuditRow(t *testing.T) {
 	if w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "purged=2501") {
 		t.Fatalf("confirm: %d %q\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 40))
 	}
-	if f.status(late) != sdk.RunFailed {
+	if f.status(late) != record.RunFailed {
 		t.Fatal("the run that failed after the count was purged")
 	}
 	rows := f.auditRows()

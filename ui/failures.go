@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/policy"
 )
 
@@ -43,7 +44,7 @@ type failureQuery struct {
 	Workflow, Activity, Reason, Age, Key string
 	// The group, for a requeue of one group.
 	Group       bool
-	Fingerprint operator.Fingerprint
+	Fingerprint record.Fingerprint
 }
 
 func readFailureQuery(v url.Values) failureQuery {
@@ -51,7 +52,7 @@ func readFailureQuery(v url.Values) failureQuery {
 		Age: v.Get("age"), Key: v.Get("key")}
 	if v.Get("group") == "1" {
 		q.Group = true
-		q.Fingerprint = operator.Fingerprint{Workflow: v.Get("fp_workflow"), Activity: v.Get("fp_activity"),
+		q.Fingerprint = record.Fingerprint{Workflow: v.Get("fp_workflow"), Activity: v.Get("fp_activity"),
 			Reason: policy.Reason(v.Get("fp_reason")), ErrorType: v.Get("fp_type"),
 			// Browsers send a form value's line breaks as CR LF.
 			Message: strings.ReplaceAll(v.Get("fp_message"), "\r\n", "\n")}
@@ -61,12 +62,12 @@ func readFailureQuery(v url.Values) failureQuery {
 
 // filter is q as the operator's filter, with the age counted back from now
 // (and no end).
-func (q failureQuery) filter(now time.Time) (operator.FailureGroupFilter, error) {
+func (q failureQuery) filter(now time.Time) (record.FailureGroupFilter, error) {
 	age, err := parseAge(q.Age)
 	if err != nil {
-		return operator.FailureGroupFilter{}, err
+		return record.FailureGroupFilter{}, err
 	}
-	f := operator.FailureGroupFilter{Workflow: q.Workflow, Activity: q.Activity, Reason: policy.Reason(q.Reason), Key: q.Key}
+	f := record.FailureGroupFilter{Workflow: q.Workflow, Activity: q.Activity, Reason: policy.Reason(q.Reason), Key: q.Key}
 	if age > 0 {
 		f.Since = now.Add(-age)
 	}
@@ -82,7 +83,7 @@ func (q failureQuery) filter(now time.Time) (operator.FailureGroupFilter, error)
 // takes from the database's clock and its confirm from the preview's
 // form (readWindow). The confirm so acts on the failures the preview
 // counted, however long after, while failures keep coming (after until).
-func (q failureQuery) window(until time.Time) (operator.FailureGroupFilter, error) {
+func (q failureQuery) window(until time.Time) (record.FailureGroupFilter, error) {
 	f, err := q.filter(until)
 	f.Until = until
 	return f, err
@@ -99,13 +100,13 @@ const (
 // filter's age counted back from until, and until, which must be a time in
 // RFC 3339 no later than now (by the database's clock). A form without
 // one did not come from a preview.
-func readWindow(form url.Values, q failureQuery, now time.Time) (operator.FailureGroupFilter, error) {
+func readWindow(form url.Values, q failureQuery, now time.Time) (record.FailureGroupFilter, error) {
 	until, err := time.Parse(time.RFC3339Nano, form.Get(untilField))
 	if err != nil {
-		return operator.FailureGroupFilter{}, fmt.Errorf("the confirm carries no valid window end (%s=%q): requeue again from the failures page", untilField, form.Get(untilField))
+		return record.FailureGroupFilter{}, fmt.Errorf("the confirm carries no valid window end (%s=%q): requeue again from the failures page", untilField, form.Get(untilField))
 	}
 	if until.After(now) {
-		return operator.FailureGroupFilter{}, fmt.Errorf("the window ends at %s, after now: requeue again from the failures page", until.Format(time.RFC3339))
+		return record.FailureGroupFilter{}, fmt.Errorf("the window ends at %s, after now: requeue again from the failures page", until.Format(time.RFC3339))
 	}
 	f, err := q.window(until)
 	if err != nil {
@@ -114,7 +115,7 @@ func readWindow(form url.Values, q failureQuery, now time.Time) (operator.Failur
 	if s := form.Get(sinceField); s != "" || !f.Since.IsZero() {
 		since, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil || !since.Equal(f.Since) {
-			return operator.FailureGroupFilter{}, fmt.Errorf("the window's start (%s=%q) is not the age %q before its end: requeue again from the failures page", sinceField, s, q.Age)
+			return record.FailureGroupFilter{}, fmt.Errorf("the window's start (%s=%q) is not the age %q before its end: requeue again from the failures page", sinceField, s, q.Age)
 		}
 	}
 	return f, nil
@@ -139,7 +140,7 @@ type failuresPage struct {
 	Query    failureQuery
 	Ages     []struct{ Value, Label string }
 	Reasons  []policy.Reason
-	Groups   operator.FailureGroups
+	Groups   record.FailureGroups
 	Chart    barChart
 	Sparks   []barChart
 	Requeued string
@@ -197,10 +198,10 @@ type previewPage struct {
 	Query failureQuery
 	Count int // failures in the set: the runs a confirm requeues
 	// Sample is the oldest maxSample of them, as full rows.
-	Sample []operator.Failure
+	Sample []record.Failure
 	// Breakdown counts the set by workflow, activity and reason, most
 	// first; Oldest and Newest are its first and last failures.
-	Breakdown      []operator.FailureSetGroup
+	Breakdown      []record.FailureSetGroup
 	Oldest, Newest time.Time
 	Set            string // the set's digest, which the confirm carries
 	// Since and Until are the window the preview fixed (Since zero: from
@@ -222,7 +223,7 @@ type previewPage struct {
 
 // newPreview is the preview of set, with the full rows of its oldest
 // failures, sample.
-func newPreview(set operator.FailureSet, sample []operator.Failure) previewPage {
+func newPreview(set record.FailureSet, sample []record.Failure) previewPage {
 	p := previewPage{Count: int(set.Count), Set: set.Digest, Breakdown: set.Breakdown,
 		Oldest: set.Oldest, Newest: set.Newest, Since: set.Filter.Since, Until: set.Filter.Until}
 	p.Sample = sample[:min(len(sample), maxSample)]
@@ -262,7 +263,7 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 		return
 	}
 	confirm := r.PostFormValue("confirm") == "1"
-	var f operator.FailureGroupFilter
+	var f record.FailureGroupFilter
 	if confirm {
 		f, err = readWindow(r.PostForm, q, now)
 	} else {
@@ -286,7 +287,7 @@ func (h *handler) requeueFailures(w http.ResponseWriter, r *http.Request, who st
 
 // requeuePreview reads the set of failures f selects and the preview of
 // its requeue, posted in r with q.
-func (h *handler) requeuePreview(r *http.Request, q failureQuery, f operator.FailureGroupFilter) (operator.FailureSet, previewPage, error) {
+func (h *handler) requeuePreview(r *http.Request, q failureQuery, f record.FailureGroupFilter) (record.FailureSet, previewPage, error) {
 	set, err := h.op.FailureSet(r.Context(), f)
 	if err != nil {
 		return set, previewPage{}, err
@@ -301,10 +302,10 @@ func (h *handler) requeuePreview(r *http.Request, q failureQuery, f operator.Fai
 }
 
 // newRequeuePreview is the preview of a new window of q, ending now.
-func (h *handler) newRequeuePreview(r *http.Request, q failureQuery, now time.Time) (operator.FailureSet, previewPage, error) {
+func (h *handler) newRequeuePreview(r *http.Request, q failureQuery, now time.Time) (record.FailureSet, previewPage, error) {
 	f, err := q.window(now)
 	if err != nil {
-		return operator.FailureSet{}, previewPage{}, err
+		return record.FailureSet{}, previewPage{}, err
 	}
 	return h.requeuePreview(r, q, f)
 }
@@ -312,7 +313,7 @@ func (h *handler) newRequeuePreview(r *http.Request, q failureQuery, now time.Ti
 // confirmRequeue requeues set, previewed as p, if it is the set the
 // confirm posted in r previewed and p's checks pass, then redirects to the
 // failures with the count requeued.
-func (h *handler) confirmRequeue(w http.ResponseWriter, r *http.Request, who string, q failureQuery, now time.Time, set operator.FailureSet, p previewPage) {
+func (h *handler) confirmRequeue(w http.ResponseWriter, r *http.Request, who string, q failureQuery, now time.Time, set record.FailureSet, p previewPage) {
 	if want := r.PostFormValue("set"); want != p.Set {
 		// A new preview, of a new window ending now.
 		_, again, err := h.newRequeuePreview(r, q, now)
@@ -380,9 +381,9 @@ type purgePage struct {
 	Workflow   string
 	OlderThan  string
 	Before     time.Time // the cutoff, by the database's clock: fixed at the first count
-	Counted    operator.Purged
-	Sample     []operator.PurgeCandidate // the oldest maxSample runs
-	ByWorkflow []operator.PurgeWorkflow
+	Counted    record.Purged
+	Sample     []record.PurgeCandidate // the oldest maxSample runs
+	ByWorkflow []record.PurgeWorkflow
 	Note       string
 	Changed    string
 }

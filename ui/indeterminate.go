@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // A run that failed indeterminate lost an attempt of an at-most-once
@@ -54,7 +54,7 @@ func (p *previewPage) checked(form url.Values) (skip bool, note string, ok bool)
 
 // lostEffects returns the activities of the indeterminate failures of a
 // set's breakdown, by name.
-func lostEffects(breakdown []operator.FailureSetGroup) []lostEffect {
+func lostEffects(breakdown []record.FailureSetGroup) []lostEffect {
 	runs := map[string]int{}
 	for _, g := range breakdown {
 		if g.Reason == policy.Indeterminate {
@@ -66,7 +66,7 @@ func lostEffects(breakdown []operator.FailureSetGroup) []lostEffect {
 
 // lostInGroups returns the activities of the indeterminate groups, by name,
 // with their open failures.
-func lostInGroups(groups []operator.FailureGroup) []lostEffect {
+func lostInGroups(groups []record.FailureGroup) []lostEffect {
 	runs := map[string]int{}
 	for _, g := range groups {
 		if g.Reason == policy.Indeterminate {

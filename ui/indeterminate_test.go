@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tenurehq/tenure/internal/storetest"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -41,7 +42,7 @@ func TestRequeueRun_IndeterminateIsRequeuedOnlyOnceItsActivityIsChecked(t *testi
 	} {
 		want(t, f.post(run+"/requeue", confirm(extra), postOpts{}), http.StatusUnprocessableEntity,
 			`data-testid="unchecked">Nothing was requeued: 1 run failed indeterminate in at-most-once pay-supplier\.`)
-		if f.status(id) != sdk.RunFailed || len(f.auditRows()) != 0 {
+		if f.status(id) != record.RunFailed || len(f.auditRows()) != 0 {
 			t.Fatalf("a confirm %s requeued the run", name)
 		}
 	}
@@ -50,7 +51,7 @@ func TestRequeueRun_IndeterminateIsRequeuedOnlyOnceItsActivityIsChecked(t *testi
 	if w.Code != http.StatusSeeOther {
 		t.Fatalf("checked confirm: %d\n%s", w.Code, firstLines(w.Body.String(), 60))
 	}
-	if st := f.status(id); st != sdk.RunQueued {
+	if st := f.status(id); st != record.RunQueued {
 		t.Fatalf("run is %s after the checked requeue, want queued", st)
 	}
 	rows := f.auditRows()
@@ -91,7 +92,7 @@ func TestRequeueFailures_OnlyTheIndeterminateRowsNeedTheCheck(t *testing.T) {
 	previewed(t, body, all)
 	want(t, f.post("failures/requeue", all, postOpts{}), http.StatusUnprocessableEntity,
 		`data-testid="unchecked">Nothing was requeued: 2 runs failed indeterminate in at-most-once pay-supplier\. .* or requeue only the 1 other run\.`)
-	if f.status(charge) != sdk.RunFailed || f.status(payouts[0]) != sdk.RunFailed || len(f.auditRows()) != 0 {
+	if f.status(charge) != record.RunFailed || f.status(payouts[0]) != record.RunFailed || len(f.auditRows()) != 0 {
 		t.Fatal("a confirm without the check requeued")
 	}
 
@@ -101,7 +102,7 @@ func TestRequeueFailures_OnlyTheIndeterminateRowsNeedTheCheck(t *testing.T) {
 	if w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "requeued=1") || !strings.Contains(w.Header().Get("Location"), "kept=2") {
 		t.Fatalf("confirm of the others: %d %q", w.Code, w.Header().Get("Location"))
 	}
-	if f.status(charge) != sdk.RunQueued || f.status(payouts[0]) != sdk.RunFailed || f.status(payouts[1]) != sdk.RunFailed {
+	if f.status(charge) != record.RunQueued || f.status(payouts[0]) != record.RunFailed || f.status(payouts[1]) != record.RunFailed {
 		t.Fatal("requeueing the others did not requeue exactly the charge")
 	}
 	want(t, f.get("failures?requeued=1&kept=2"), http.StatusOK, `data-testid="requeued">Requeued 1 run\. Left 2 indeterminate failed`)
@@ -119,7 +120,7 @@ func TestRequeueFailures_OnlyTheIndeterminateRowsNeedTheCheck(t *testing.T) {
 		t.Fatalf("checked confirm: %d %q", w.Code, w.Header().Get("Location"))
 	}
 	for _, id := range payouts {
-		if f.status(id) != sdk.RunQueued {
+		if f.status(id) != record.RunQueued {
 			t.Fatalf("payout %s not requeued after the check", id)
 		}
 	}
@@ -148,7 +149,7 @@ func TestRequeueFailures_EachAtMostOnceActivityIsCheckedOnItsOwn(t *testing.T) {
 	all.Set("checked", "pay-supplier")
 	want(t, f.post("failures/requeue", all, postOpts{}), http.StatusUnprocessableEntity,
 		`data-testid="unchecked">Nothing was requeued: 1 run failed indeterminate in at-most-once send-parcel\.`)
-	if f.status(ids[0]) != sdk.RunFailed || f.status(ids[1]) != sdk.RunFailed {
+	if f.status(ids[0]) != record.RunFailed || f.status(ids[1]) != record.RunFailed {
 		t.Fatal("a confirm that checked one activity of two requeued")
 	}
 	all["checked"] = []string{"pay-supplier", "send-parcel"}

@@ -11,14 +11,14 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // policyPage is the Data of the policy page: a step's recorded policy
 // explained attempt by attempt, beside the delays its attempts recorded.
 type policyPage struct {
 	RunID       uuid.UUID
-	Step        operator.Step
+	Step        record.Step
 	Policy      string
 	Explanation policy.Explanation
 	Text        string
@@ -67,7 +67,7 @@ func (h *handler) policy(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusInternalServerError, "Policy", err)
 		return
 	}
-	var step *operator.Step
+	var step *record.Step
 	for i := range steps {
 		if steps[i].Step == n {
 			step = &steps[i]
@@ -77,7 +77,7 @@ func (h *handler) policy(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "Policy", fmt.Errorf("run %s has no step %d", id, n))
 		return
 	}
-	if step.Kind != sdk.KindActivity {
+	if step.Kind != record.KindActivity {
 		h.fail(w, r, http.StatusNotFound, "Policy", fmt.Errorf("step %d is a %s step (%s): it has no retry policy", n, step.Kind, step.Activity))
 		return
 	}
@@ -91,7 +91,7 @@ func (h *handler) policy(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusInternalServerError, "Policy", err)
 		return
 	}
-	recorded := map[int]operator.Attempt{}
+	recorded := map[int]record.Attempt{}
 	for _, a := range attempts {
 		if a.Step == n {
 			recorded[a.Attempt] = a

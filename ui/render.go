@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // page is what every template gets: the layout's fields and the page's own
@@ -29,10 +29,10 @@ type page struct {
 	Root    string // relative path to the handler's root ("" or "../"…)
 	Writes  bool
 	CSRF    string // the session's CSRF token, for the forms
-	Orphans []operator.Orphans
+	Orphans []record.Orphans
 	// Replication is the database's, when a failover can lose commits
 	// (asynchronous standbys): a banner on every page.
-	Replication *operator.Replication
+	Replication *record.Replication
 	Data        any
 }
 
@@ -139,7 +139,7 @@ func errorText(typ, msg string) string {
 // rescues)"; for a step that gave up on a lost attempt (indeterminate, or
 // out of rescues), "1 attempt, lost" or "2 attempts (0 errors, 1 rescue),
 // the last lost". A rescue is an attempt that followed a lost one.
-func spent(f operator.Failure) string {
+func spent(f record.Failure) string {
 	lost := f.Reason == policy.Indeterminate || f.Reason == policy.RescuesExhausted
 	if lost && f.Attempts == 1 && f.Errors == 0 && f.Rescues == 0 {
 		return "1 attempt, lost"
@@ -182,7 +182,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p.Writes = h.cfg.Writes
 	p.CSRF = h.csrfToken(w, r)
 	p.Orphans = h.orphansNow(r.Context())
-	if repl := h.replication.get(replicationTTL, func() (operator.Replication, error) { return h.op.Replication(r.Context()) },
+	if repl := h.replication.get(replicationTTL, func() (record.Replication, error) { return h.op.Replication(r.Context()) },
 		func(err error) { h.log.Warn("ui: replication", "err", err) }); repl.Mode == "asynchronous" {
 		p.Replication = &repl
 	}
@@ -202,8 +202,8 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 // orphansNow is the queued runs no live worker serves, by workflow and
 // queue, as the banner of every page shows them (read at most every
 // orphanTTL).
-func (h *handler) orphansNow(ctx context.Context) []operator.Orphans {
-	return h.orphans.get(orphanTTL, func() ([]operator.Orphans, error) { return h.op.Orphans(ctx) },
+func (h *handler) orphansNow(ctx context.Context) []record.Orphans {
+	return h.orphans.get(orphanTTL, func() ([]record.Orphans, error) { return h.op.Orphans(ctx) },
 		func(err error) { h.log.Warn("ui: orphaned runs", "err", err) })
 }
 

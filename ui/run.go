@@ -12,20 +12,20 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // runPage is the Data of a run's page.
 type runPage struct {
-	Run        operator.Run
+	Run        record.Run
 	Input      payload
 	Output     payload
 	Steps      []stepView
 	Attempts   []attemptView
 	Timeline   timeline
 	Waiting    *waiting // what a queued run waits for; nil for none
-	Audit      []operator.AuditEntry
-	Children   []operator.ChildRun
+	Audit      []record.AuditEntry
+	Children   []record.ChildRun
 	CanRequeue bool
 	CanCancel  bool
 	Cancelled  string
@@ -40,7 +40,7 @@ const maxShown = 500
 
 // stepView is a step with its policy explained.
 type stepView struct {
-	operator.Step
+	record.Step
 	Attempts  int
 	Policy    string // policy.Retry's String; "" for other kinds
 	WorstCase string
@@ -50,7 +50,7 @@ type stepView struct {
 
 // attemptView is an attempt with its trace link.
 type attemptView struct {
-	operator.Attempt
+	record.Attempt
 	Duration  time.Duration
 	TraceHref string
 	InBudget  bool
@@ -110,8 +110,8 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		hiddenAttempts, attempts = n-maxShown, attempts[n-maxShown:]
 	}
 	p := runPage{Run: run, HiddenSteps: hiddenSteps, HiddenAttempts: hiddenAttempts, Input: h.payload(run.Input), Output: h.payload(run.Output), Audit: audit, Children: children,
-		CanRequeue: h.cfg.Writes && run.Status == sdk.RunFailed,
-		CanCancel:  h.cfg.Writes && (run.Status == sdk.RunQueued || run.Status == sdk.RunRunning),
+		CanRequeue: h.cfg.Writes && run.Status == record.RunFailed,
+		CanCancel:  h.cfg.Writes && (run.Status == record.RunQueued || run.Status == record.RunRunning),
 		Cancelled:  r.URL.Query().Get("cancelled"),
 		Timeline:   h.buildTimeline(run, steps, attempts, audit, now),
 		Waiting:    waitingFor(run, steps, attempts, h.orphansNow(ctx), now)}
@@ -123,7 +123,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range steps {
 		v := stepView{Step: s, Attempts: counts[s.Step]}
-		if s.Kind == sdk.KindActivity {
+		if s.Kind == record.KindActivity {
 			if pol, err := recordedPolicy(s); err != nil {
 				v.PolicyErr = err.Error()
 			} else {
@@ -137,7 +137,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 }
 
 // recordedPolicy parses the policy recorded on an activity step.
-func recordedPolicy(s operator.Step) (policy.Retry, error) {
+func recordedPolicy(s record.Step) (policy.Retry, error) {
 	var p policy.Retry
 	if err := json.Unmarshal(s.Policy, &p); err != nil {
 		return p, fmt.Errorf("the recorded policy does not parse: %w", err)
@@ -167,12 +167,12 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 		return
 	}
 	// The set of one failure: the run's open one, named by its row's ID.
-	var set operator.FailureSet
-	var rows []operator.Failure
-	if f := run.Failure; run.Status == sdk.RunFailed && f != nil {
-		set = operator.FailureSet{Count: 1, Oldest: f.FailedAt, Newest: f.FailedAt, Digest: "failure-" + strconv.FormatInt(f.ID, 10),
-			Breakdown: []operator.FailureSetGroup{{Workflow: f.Workflow, Activity: f.Activity, Reason: f.Reason, Failures: 1}}}
-		rows = []operator.Failure{*f}
+	var set record.FailureSet
+	var rows []record.Failure
+	if f := run.Failure; run.Status == record.RunFailed && f != nil {
+		set = record.FailureSet{Count: 1, Oldest: f.FailedAt, Newest: f.FailedAt, Digest: "failure-" + strconv.FormatInt(f.ID, 10),
+			Breakdown: []record.FailureSetGroup{{Workflow: f.Workflow, Activity: f.Activity, Reason: f.Reason, Failures: 1}}}
+		rows = []record.Failure{*f}
 	}
 	p := newPreview(set, rows)
 	p.Note, p.Action, p.Back = r.PostFormValue("note"), "runs/"+id.String()+"/requeue", "runs/"+id.String()
@@ -215,7 +215,7 @@ func (h *handler) requeueRun(w http.ResponseWriter, r *http.Request, who string)
 
 // cancelPage is the Data of the cancel confirmation.
 type cancelPage struct {
-	Run operator.Run
+	Run record.Run
 }
 
 // cancelRun asks (first post) and then cancels (confirm=1) a queued or

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // runsPage is the Data of the runs page: the search and its results, and
@@ -18,8 +18,8 @@ import (
 type runsPage struct {
 	ID, Key, Workflow, Status   string
 	CreatedAfter, CreatedBefore string
-	Statuses                    []sdk.RunStatus
-	Runs                        []operator.RunSummary
+	Statuses                    []record.RunStatus
+	Runs                        []record.RunSummary
 	Limit                       int
 	InFlight                    []workerRuns
 	Error                       string
@@ -28,7 +28,7 @@ type runsPage struct {
 // workerRuns is the runs one worker holds.
 type workerRuns struct {
 	Worker string
-	Runs   []operator.InFlight
+	Runs   []record.InFlight
 }
 
 // timeLayout is what <input type="datetime-local"> sends; read as UTC.
@@ -49,7 +49,7 @@ func parseLocal(s string) (time.Time, error) {
 func (h *handler) runs(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	p := runsPage{ID: strings.TrimSpace(v.Get("id")), Key: v.Get("key"), Workflow: v.Get("workflow"), Status: v.Get("status"),
-		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Statuses: sdk.RunStatuses(), Limit: 100}
+		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Statuses: record.RunStatuses(), Limit: 100}
 	if p.ID != "" {
 		if id, err := uuid.Parse(p.ID); err == nil {
 			redirect(w, "runs/"+id.String())
@@ -57,7 +57,7 @@ func (h *handler) runs(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Error = fmt.Sprintf("%q is not a run ID (a UUID)", p.ID)
 	}
-	q := operator.RunSearch{Workflow: p.Workflow, Status: sdk.RunStatus(p.Status), Key: p.Key, Limit: p.Limit}
+	q := operator.RunSearch{Workflow: p.Workflow, Status: record.RunStatus(p.Status), Key: p.Key, Limit: p.Limit}
 	var err error
 	if q.CreatedAfter, err = parseLocal(p.CreatedAfter); err == nil {
 		q.CreatedBefore, err = parseLocal(p.CreatedBefore)
@@ -85,9 +85,9 @@ func (h *handler) runs(w http.ResponseWriter, r *http.Request) {
 			p.InFlight[n-1].Runs = append(p.InFlight[n-1].Runs, f)
 			continue
 		}
-		p.InFlight = append(p.InFlight, workerRuns{Worker: f.Claimant, Runs: []operator.InFlight{f}})
+		p.InFlight = append(p.InFlight, workerRuns{Worker: f.Claimant, Runs: []record.InFlight{f}})
 	}
 	h.render(w, r, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: p})
 }
 
-func validStatus(s sdk.RunStatus) bool { return slices.Contains(sdk.RunStatuses(), s) }
+func validStatus(s record.RunStatus) bool { return slices.Contains(record.RunStatuses(), s) }

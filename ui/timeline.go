@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // timeline is a run's steps and attempts on one time axis, drawn as SVG by
@@ -198,12 +197,12 @@ func newAxis(t0, t1 time.Time, busy []interval, x1, x2 float64) axis {
 // buildTimeline lays out run's steps and attempts and its requeues (from
 // audit); now is the database clock's reading of the page (for bars still
 // running).
-func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempts []operator.Attempt, audit []operator.AuditEntry, now time.Time) timeline {
+func (h *handler) buildTimeline(run record.Run, steps []record.Step, attempts []record.Attempt, audit []record.AuditEntry, now time.Time) timeline {
 	if len(attempts) > maxDrawn {
 		attempts = attempts[len(attempts)-maxDrawn:]
 	}
 	running := !run.Status.Terminal()
-	var requeues []operator.AuditEntry
+	var requeues []record.AuditEntry
 	for _, e := range audit {
 		if e.Action == "requeue" && !e.At.Before(run.CreatedAt) {
 			requeues = append(requeues, e)
@@ -220,7 +219,7 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 		y := tlTop + float64(i)*tlLane
 		laneY[s.Step] = y
 		label := fmt.Sprintf("%d %s", s.Step, s.Activity)
-		if s.Kind != sdk.KindActivity {
+		if s.Kind != record.KindActivity {
 			label = fmt.Sprintf("%d %s %s", s.Step, s.Kind, s.Activity)
 		}
 		tl.Lanes = append(tl.Lanes, lane{Y: y, Label: truncate(26, label),
@@ -257,7 +256,7 @@ func (h *handler) buildTimeline(run operator.Run, steps []operator.Step, attempt
 // 10 ms), and the moments something happened in it (busy): the ends of the
 // run, of its steps and attempts (those still running end now), its
 // requeues, and, while it runs, now and its steps' due times.
-func timeSpan(run operator.Run, steps []operator.Step, attempts []operator.Attempt, requeues []operator.AuditEntry, now time.Time) (t0, t1 time.Time, busy []interval) {
+func timeSpan(run record.Run, steps []record.Step, attempts []record.Attempt, requeues []record.AuditEntry, now time.Time) (t0, t1 time.Time, busy []interval) {
 	running := !run.Status.Terminal()
 	t0, t1 = run.CreatedAt, run.CreatedAt
 	extend := func(t time.Time) {
@@ -317,7 +316,7 @@ func timeSpan(run operator.Run, steps []operator.Step, attempts []operator.Attem
 
 // attemptBar draws attempt a in its step's lane at y: its bar, its marks
 // (a rescue, a lost attempt) and the delay before the next attempt.
-func (h *handler) attemptBar(tl *timeline, used map[string]bool, a operator.Attempt, y float64, x func(time.Time) float64, now time.Time) {
+func (h *handler) attemptBar(tl *timeline, used map[string]bool, a record.Attempt, y float64, x func(time.Time) float64, now time.Time) {
 	end := now
 	if a.EndedAt != nil {
 		end = *a.EndedAt
@@ -336,7 +335,7 @@ func (h *handler) attemptBar(tl *timeline, used map[string]bool, a operator.Atte
 		tl.Marks = append(tl.Marks, tlMark{X: x1, Y: y - 6, Class: "m-rescue", Glyph: "R",
 			Title: fmt.Sprintf("attempt %d is a rescue (epoch %d, worker %s)", a.Attempt, a.Epoch, a.Worker)})
 	}
-	if a.Status == sdk.AttemptLost {
+	if a.Status == record.AttemptLost {
 		used["m-lost"] = true
 		tl.Marks = append(tl.Marks, tlMark{X: x2, Y: y - 6, Class: "m-lost", Glyph: "✕",
 			Title: fmt.Sprintf("attempt %d lost: its lease expired while it ran (epoch %d, worker %s)", a.Attempt, a.Epoch, a.Worker)})
@@ -353,7 +352,7 @@ func (h *handler) attemptBar(tl *timeline, used map[string]bool, a operator.Atte
 }
 
 // attemptTitle is the tooltip of attempt a's bar, which ends at end.
-func attemptTitle(a operator.Attempt, end time.Time) string {
+func attemptTitle(a record.Attempt, end time.Time) string {
 	title := fmt.Sprintf("step %d attempt %d: %s, %s\nstarted %s\nepoch %d, worker %s", a.Step, a.Attempt, a.Status,
 		dur(end.Sub(a.StartedAt)), ts(a.StartedAt), a.Epoch, a.Worker)
 	if !a.InBudget {
@@ -373,7 +372,7 @@ func attemptTitle(a operator.Attempt, end time.Time) string {
 
 // requeueLines draws a line and a mark at each requeue and returns their
 // labels on the time axis.
-func requeueLines(tl *timeline, used map[string]bool, requeues []operator.AuditEntry, x func(time.Time) float64) []tick {
+func requeueLines(tl *timeline, used map[string]bool, requeues []record.AuditEntry, x func(time.Time) float64) []tick {
 	var fixed []tick
 	for _, e := range requeues {
 		title := fmt.Sprintf("requeued %s by %s", ts(e.At), e.Actor)
@@ -524,14 +523,14 @@ func legendOf(used map[string]bool) []legendItem {
 }
 
 // stepMarks draws the steps of other kinds than activity.
-func (h *handler) stepMarks(tl *timeline, used map[string]bool, s operator.Step, y float64, x func(time.Time) float64, now time.Time) {
+func (h *handler) stepMarks(tl *timeline, used map[string]bool, s record.Step, y float64, x func(time.Time) float64, now time.Time) {
 	mid := y + tlLane/2 - 4
 	end := now
 	if s.FinishedAt != nil {
 		end = *s.FinishedAt
 	}
 	switch s.Kind {
-	case sdk.KindSleep:
+	case record.KindSleep:
 		due := end
 		if s.DueAt != nil {
 			due = *s.DueAt
@@ -544,7 +543,7 @@ func (h *handler) stepMarks(tl *timeline, used map[string]bool, s operator.Step,
 		tl.Bars = append(tl.Bars, tlBar{X: x(s.FirstStartedAt), Y: mid - 4, W: max(x(due)-x(s.FirstStartedAt), minBarSize), H: 8,
 			Class: "k-sleep", Title: title})
 		tl.Marks = append(tl.Marks, tlMark{X: x(due), Y: mid + 4, Class: "m-sleep", Glyph: "z", Title: title})
-	case sdk.KindSignal:
+	case record.KindSignal:
 		title := fmt.Sprintf("wait for signal %q", s.Activity)
 		if s.SignalID != 0 {
 			title += fmt.Sprintf(": received signal #%d at %s", s.SignalID, ts(end))
@@ -555,7 +554,7 @@ func (h *handler) stepMarks(tl *timeline, used map[string]bool, s operator.Step,
 		tl.Bars = append(tl.Bars, tlBar{X: x(s.FirstStartedAt), Y: mid - 1, W: max(x(end)-x(s.FirstStartedAt), minBarSize), H: 2,
 			Class: "k-wait", Title: title})
 		tl.Marks = append(tl.Marks, tlMark{X: x(end), Y: mid + 4, Class: "m-signal", Glyph: "◆", Title: title})
-	case sdk.KindChild:
+	case record.KindChild:
 		title := fmt.Sprintf("child run %s (%s): %s", s.ChildRunID, s.Activity, s.ChildStatus)
 		href := ""
 		if s.ChildRunID != [16]byte{} {
@@ -564,7 +563,7 @@ func (h *handler) stepMarks(tl *timeline, used map[string]bool, s operator.Step,
 		used["k-child"] = true
 		tl.Bars = append(tl.Bars, tlBar{X: x(s.FirstStartedAt), Y: mid - 4, W: max(x(end)-x(s.FirstStartedAt), minBarSize), H: 8,
 			Class: "k-child c-" + string(s.ChildStatus), Title: title, Href: href})
-	case sdk.KindEvent, sdk.KindNow, sdk.KindSideEffect:
+	case record.KindEvent, record.KindNow, record.KindSideEffect:
 		used["m-event"] = true // one entry of the legend for the three
 		tl.Marks = append(tl.Marks, tlMark{X: x(s.FirstStartedAt), Y: mid + 4, Class: "m-" + string(s.Kind), Glyph: "●",
 			Title: fmt.Sprintf("%s %s at %s", s.Kind, s.Activity, ts(s.FirstStartedAt))})
@@ -572,7 +571,7 @@ func (h *handler) stepMarks(tl *timeline, used map[string]bool, s operator.Step,
 }
 
 // traceLink is the attempt's trace URL, or "" without TraceURL or IDs.
-func (h *handler) traceLink(a operator.Attempt) string {
+func (h *handler) traceLink(a record.Attempt) string {
 	if h.cfg.TraceURL == "" || a.TraceID == "" {
 		return ""
 	}

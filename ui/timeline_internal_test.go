@@ -6,8 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // A run that failed, was requeued ten minutes later and then completed:
@@ -20,18 +19,18 @@ func TestTimeline_CompressesTheGapBeforeARequeueAndMarksIt(t *testing.T) {
 	ptr := func(t time.Time) *time.Time { return &t }
 	delay := 50 * time.Millisecond
 	requeued := at(10 * time.Minute)
-	run := operator.Run{ID: uuid.New(), Workflow: "checkout", Status: sdk.RunCompleted, CreatedAt: t0,
+	run := record.Run{ID: uuid.New(), Workflow: "checkout", Status: record.RunCompleted, CreatedAt: t0,
 		FinishedAt: ptr(requeued.Add(1300 * time.Millisecond)), Requeues: 1}
-	steps := []operator.Step{{Step: 1, Activity: "charge-card", Kind: sdk.KindActivity, Status: sdk.StepCompleted,
+	steps := []record.Step{{Step: 1, Activity: "charge-card", Kind: record.KindActivity, Status: record.StepCompleted,
 		FirstStartedAt: at(10 * time.Millisecond), FinishedAt: run.FinishedAt, BudgetFrom: 2}}
-	attempts := []operator.Attempt{
-		{Step: 1, Attempt: 1, Status: sdk.AttemptFailed, StartedAt: at(10 * time.Millisecond), EndedAt: ptr(at(60 * time.Millisecond)),
+	attempts := []record.Attempt{
+		{Step: 1, Attempt: 1, Status: record.AttemptFailed, StartedAt: at(10 * time.Millisecond), EndedAt: ptr(at(60 * time.Millisecond)),
 			Delay: &delay, DelaySource: "jitter", ErrorMessage: "HTTP 503", ErrorType: "*errors.errorString"},
-		{Step: 1, Attempt: 2, Status: sdk.AttemptFailed, StartedAt: at(110 * time.Millisecond), EndedAt: ptr(at(160 * time.Millisecond)),
+		{Step: 1, Attempt: 2, Status: record.AttemptFailed, StartedAt: at(110 * time.Millisecond), EndedAt: ptr(at(160 * time.Millisecond)),
 			ErrorMessage: "HTTP 503", ErrorType: "*errors.errorString"},
-		{Step: 1, Attempt: 3, Status: sdk.AttemptSucceeded, StartedAt: requeued.Add(time.Second), EndedAt: ptr(requeued.Add(1200 * time.Millisecond)), InBudget: true},
+		{Step: 1, Attempt: 3, Status: record.AttemptSucceeded, StartedAt: requeued.Add(time.Second), EndedAt: ptr(requeued.Add(1200 * time.Millisecond)), InBudget: true},
 	}
-	audit := []operator.AuditEntry{{Action: "requeue", At: requeued, Actor: "postgres", Note: "ui:token: INC-7"}}
+	audit := []record.AuditEntry{{Action: "requeue", At: requeued, Actor: "postgres", Note: "ui:token: INC-7"}}
 	h := &handler{}
 	tl := h.buildTimeline(run, steps, attempts, audit, requeued.Add(time.Hour))
 
@@ -67,9 +66,9 @@ func TestTimeline_CompressesTheGapBeforeARequeueAndMarksIt(t *testing.T) {
 func TestTimeline_ShortRunIsLinearAndItsLastLabelFits(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	end := t0.Add(439 * time.Millisecond)
-	run := operator.Run{Status: sdk.RunFailed, CreatedAt: t0, FinishedAt: &end}
-	steps := []operator.Step{{Step: 1, Activity: "reserve-stock", Kind: sdk.KindActivity, FirstStartedAt: t0}}
-	attempts := []operator.Attempt{{Step: 1, Attempt: 1, Status: sdk.AttemptFailed, StartedAt: t0, EndedAt: &end}}
+	run := record.Run{Status: record.RunFailed, CreatedAt: t0, FinishedAt: &end}
+	steps := []record.Step{{Step: 1, Activity: "reserve-stock", Kind: record.KindActivity, FirstStartedAt: t0}}
+	attempts := []record.Attempt{{Step: 1, Attempt: 1, Status: record.AttemptFailed, StartedAt: t0, EndedAt: &end}}
 	tl := (&handler{}).buildTimeline(run, steps, attempts, nil, end)
 	if len(tl.Gaps) != 0 {
 		t.Fatalf("gaps %+v in a run of 439ms", tl.Gaps)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 )
 
 // DefaultMaxPayload is the number of bytes of a run's input or output a
@@ -84,8 +85,8 @@ type handler struct {
 	pages map[string]*template.Template
 	css   []byte
 
-	orphans     cached[[]operator.Orphans]
-	replication cached[operator.Replication]
+	orphans     cached[[]record.Orphans]
+	replication cached[record.Replication]
 	guesses     *throttle // of the write token, per client address and in all
 }
 

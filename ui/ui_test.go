@@ -19,6 +19,7 @@ import (
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/ui"
 )
@@ -195,7 +196,7 @@ func count(body, pattern string) int {
 }
 
 // auditRows reads the audit log.
-func (f *fixture) auditRows() []operator.AuditEntry {
+func (f *fixture) auditRows() []record.AuditEntry {
 	f.t.Helper()
 	rows, err := f.op.AuditLog(f.t.Context(), 100)
 	if err != nil {
@@ -204,7 +205,7 @@ func (f *fixture) auditRows() []operator.AuditEntry {
 	return rows
 }
 
-func (f *fixture) status(id uuid.UUID) sdk.RunStatus {
+func (f *fixture) status(id uuid.UUID) record.RunStatus {
 	f.t.Helper()
 	r, err := f.op.Run(f.t.Context(), id)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // waiting is what a run that is not running an attempt waits for, in the
@@ -24,7 +24,7 @@ type waiting struct {
 
 	Child       uuid.UUID
 	ChildName   string // its workflow
-	ChildStatus sdk.RunStatus
+	ChildStatus record.RunStatus
 
 	// Attempt, Error, Delay and Source are the failed attempt a backoff
 	// follows, and the delay chosen after it.
@@ -48,21 +48,21 @@ func (w waiting) Due() bool { return w.Kind == "turn" }
 // waitingFor says what run waits for, from its row, its steps and
 // attempts, and the (workflow, queue) pairs no live worker serves; nil for
 // a run that is finished, or running an attempt or its workflow code.
-func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Attempt, orphans []operator.Orphans, now time.Time) *waiting {
+func waitingFor(run record.Run, steps []record.Step, attempts []record.Attempt, orphans []record.Orphans, now time.Time) *waiting {
 	switch run.Status {
-	case sdk.RunQueued, sdk.RunRunning:
+	case record.RunQueued, record.RunRunning:
 	default:
 		return nil
 	}
 	w := &waiting{Workflow: run.Workflow, Queue: run.Queue}
-	if run.Status == sdk.RunQueued {
+	if run.Status == record.RunQueued {
 		for _, o := range orphans {
 			if o.Workflow == run.Workflow && o.Queue == run.Queue {
 				w.Unserved = true
 			}
 		}
 	}
-	var last *operator.Attempt // the latest attempt to start
+	var last *record.Attempt // the latest attempt to start
 	for i := range attempts {
 		if last == nil || attempts[i].StartedAt.After(last.StartedAt) {
 			last = &attempts[i]
@@ -70,11 +70,11 @@ func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Att
 	}
 	backoff := func() bool {
 		if last == nil || last.EndedAt == nil || last.Delay == nil || *last.Delay <= 0 ||
-			(last.Status != sdk.AttemptFailed && last.Status != sdk.AttemptTimedOut) {
+			(last.Status != record.AttemptFailed && last.Status != record.AttemptTimedOut) {
 			return false
 		}
 		for _, s := range steps {
-			if s.Step == last.Step && s.Status != sdk.StepRunning {
+			if s.Step == last.Step && s.Status != record.StepRunning {
 				return false // the step ended since: no attempt follows
 			}
 		}
@@ -83,7 +83,7 @@ func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Att
 		w.Until = last.EndedAt.Add(*last.Delay)
 		return true
 	}
-	if run.Status == sdk.RunRunning {
+	if run.Status == record.RunRunning {
 		if last != nil && last.EndedAt != nil && backoff() && w.Until.After(now) {
 			w.Held = true
 			return w
@@ -91,11 +91,11 @@ func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Att
 		return nil // an attempt, or the workflow's own code, runs
 	}
 	wait := operator.WaitingFor(run) // what the run's row says; the steps and attempts say more
-	waitStep := func(k sdk.StepKind) {
+	waitStep := func(k record.StepKind) {
 		for _, s := range steps {
-			if s.Kind == k && s.Status == sdk.StepWaiting {
+			if s.Kind == k && s.Status == record.StepWaiting {
 				w.Step = s.Step
-				if k == sdk.KindChild {
+				if k == record.KindChild {
 					w.ChildName, w.ChildStatus = s.Activity, s.ChildStatus
 				}
 			}
@@ -104,13 +104,13 @@ func waitingFor(run operator.Run, steps []operator.Step, attempts []operator.Att
 	switch wait.Kind {
 	case operator.WaitSleep:
 		w.Kind, w.Until = "sleep", wait.Until
-		waitStep(sdk.KindSleep)
+		waitStep(record.KindSleep)
 	case operator.WaitSignal:
 		w.Kind, w.Name, w.Until = "signal", wait.Signal, wait.Until
-		waitStep(sdk.KindSignal)
+		waitStep(record.KindSignal)
 	case operator.WaitChild:
 		w.Kind, w.Until, w.Child = "child", wait.Until, wait.Child
-		waitStep(sdk.KindChild)
+		waitStep(record.KindChild)
 	default: // operator.WaitDue
 		switch {
 		case wait.Until.After(now) && backoff():

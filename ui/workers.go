@@ -3,20 +3,20 @@ package ui
 import (
 	"net/http"
 
-	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 )
 
 // workersPage is the Data of the workers page.
 type workersPage struct {
 	Workers []workerView
-	Orphans []operator.Orphans
+	Orphans []record.Orphans
 	Live    int
 }
 
 // workerView is a worker with its state in a word: live, stopped (a clean
 // shutdown) or dead (no heartbeat, no shutdown).
 type workerView struct {
-	operator.Worker
+	record.Worker
 	State string
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/storetest"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/ui"
 )
@@ -28,7 +29,7 @@ func TestReadOnly_RefusesEveryPost(t *testing.T) {
 	for _, path := range []string{"failures/requeue", "failures/purge", "runs/" + id + "/requeue", "runs/" + id + "/cancel"} {
 		want(t, f.post(path, url.Values{"confirm": {"1"}, "workflow": {"orders"}}, postOpts{}), http.StatusForbidden, `read-only`)
 	}
-	if f.status(uuidOf(t, id)) != sdk.RunFailed {
+	if f.status(uuidOf(t, id)) != record.RunFailed {
 		t.Fatal("a refused POST changed a run")
 	}
 	if n := len(f.auditRows()); n != 0 {
@@ -70,7 +71,7 @@ func TestWrites_NeedTheToken(t *testing.T) {
 	f.cookie[len(f.cookie)-1] = &http.Cookie{Name: "tenure_session", Value: strings.Repeat("0", 64)}
 	want(t, f.post(path, nil, postOpts{noToken: true}), http.StatusForbidden)
 
-	if f.status(id) != sdk.RunFailed || len(f.auditRows()) != 0 {
+	if f.status(id) != record.RunFailed || len(f.auditRows()) != 0 {
 		t.Fatal("a refused write changed something")
 	}
 }
@@ -92,7 +93,7 @@ func TestWrites_NeedCSRFAndSameOrigin(t *testing.T) {
 	want(t, f.post(path, confirm, browser(postOpts{noCSRF: true})), http.StatusForbidden, `CSRF`)
 	want(t, f.post(path, confirm, browser(postOpts{csrf: strings.Repeat("ab", 32)})), http.StatusForbidden, `CSRF`)
 	want(t, f.post(path, confirm, browser(postOpts{origin: "https://evil.example"})), http.StatusForbidden, `evil.example`)
-	if f.status(id) != sdk.RunFailed || len(f.auditRows()) != 0 {
+	if f.status(id) != record.RunFailed || len(f.auditRows()) != 0 {
 		t.Fatal("a refused write changed something")
 	}
 }
@@ -144,13 +145,13 @@ func TestRequeueRun_DryRunThenConfirm(t *testing.T) {
 	if n := count(body, `data-testid="preview-row"`); n != 1 {
 		t.Fatalf("%d preview rows, want 1", n)
 	}
-	if f.status(id) != sdk.RunFailed || len(f.auditRows()) != 0 {
+	if f.status(id) != record.RunFailed || len(f.auditRows()) != 0 {
 		t.Fatal("the dry run changed something")
 	}
 	// A confirm with another set than the preview's is refused.
 	want(t, f.post(run+"/requeue", url.Values{"note": {"INC-42"}, "confirm": {"1"}, "set": {"1-stale"}}, postOpts{}), http.StatusConflict,
 		`data-testid="set-changed"`)
-	if f.status(id) != sdk.RunFailed {
+	if f.status(id) != record.RunFailed {
 		t.Fatal("a stale confirm requeued")
 	}
 
@@ -158,7 +159,7 @@ func TestRequeueRun_DryRunThenConfirm(t *testing.T) {
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../../runs/"+id.String() {
 		t.Fatalf("confirm: %d %q, want 303 back to the run", w.Code, w.Header().Get("Location"))
 	}
-	if st := f.status(id); st != sdk.RunQueued {
+	if st := f.status(id); st != record.RunQueued {
 		t.Fatalf("run is %s after the requeue, want queued", st)
 	}
 	rows := f.auditRows()
@@ -200,11 +201,11 @@ func TestRequeueFailures_GroupPreviewThenConfirm(t *testing.T) {
 		t.Fatalf("confirm: %d %q", w.Code, w.Header().Get("Location"))
 	}
 	for _, id := range charge {
-		if f.status(id) != sdk.RunQueued {
+		if f.status(id) != record.RunQueued {
 			t.Fatalf("run %s not requeued", id)
 		}
 	}
-	if f.status(email) != sdk.RunFailed {
+	if f.status(email) != record.RunFailed {
 		t.Fatal("a run outside the group was requeued")
 	}
 	var requeued int64
@@ -238,7 +239,7 @@ func TestRequeueFailures_FilteredSetIsOneAuditRow(t *testing.T) {
 	if len(rows) != 1 || rows[0].Runs != 2 || rows[0].Filter["workflow"] != "orders" {
 		t.Fatalf("audit rows %+v, want one requeue_failures row of 2 runs", rows)
 	}
-	if f.status(other) != sdk.RunFailed {
+	if f.status(other) != record.RunFailed {
 		t.Fatal("a run of another workflow was requeued")
 	}
 }
@@ -270,7 +271,7 @@ func TestRequeueFailures_ConfirmActsOnThePreviewsWindowWhileFailuresKeepComing(t
 	if w := f.post("failures/requeue", confirm, postOpts{}); w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "requeued=1") {
 		t.Fatalf("confirm during the incident: %d %q, want the previewed run requeued\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 40))
 	}
-	if f.status(first) != sdk.RunQueued || f.status(late) != sdk.RunFailed {
+	if f.status(first) != record.RunQueued || f.status(late) != record.RunFailed {
 		t.Fatalf("after the confirm the previewed run is %s and the later one %s; want queued and failed", f.status(first), f.status(late))
 	}
 
@@ -288,7 +289,7 @@ func TestRequeueFailures_ConfirmActsOnThePreviewsWindowWhileFailuresKeepComing(t
 	confirm.Set("confirm", "1")
 	previewed(t, body, confirm)
 	body = want(t, f.post("failures/requeue", confirm, postOpts{}), http.StatusConflict, `data-testid="set-changed"`, other.String())
-	if f.status(other) != sdk.RunFailed || len(f.auditRows()) != 2 {
+	if f.status(other) != record.RunFailed || len(f.auditRows()) != 2 {
 		t.Fatal("a refused confirm requeued")
 	}
 	// The refusal is a new preview: confirming it works.
@@ -296,7 +297,7 @@ func TestRequeueFailures_ConfirmActsOnThePreviewsWindowWhileFailuresKeepComing(t
 	if w := f.post("failures/requeue", confirm, postOpts{}); w.Code != http.StatusSeeOther {
 		t.Fatalf("second confirm: %d", w.Code)
 	}
-	if f.status(other) != sdk.RunQueued {
+	if f.status(other) != record.RunQueued {
 		t.Fatal("the second confirm did not requeue the run of the new preview")
 	}
 	// A window that ends in the future, or whose start is not its age
@@ -344,14 +345,14 @@ func TestCancelRun_ConfirmThenCancelled(t *testing.T) {
 	id := f.queue("orders")
 	want(t, f.get("runs/"+id.String()), http.StatusOK, `data-testid="cancel-form"`)
 	want(t, f.post("runs/"+id.String()+"/cancel", nil, postOpts{}), http.StatusOK, `data-testid="cancel-confirm"`)
-	if f.status(id) != sdk.RunQueued {
+	if f.status(id) != record.RunQueued {
 		t.Fatal("the confirmation page cancelled")
 	}
 	w := f.post("runs/"+id.String()+"/cancel", url.Values{"confirm": {"1"}}, postOpts{})
 	if w.Code != http.StatusSeeOther {
 		t.Fatalf("cancel: %d", w.Code)
 	}
-	if st := f.status(id); st != sdk.RunCancelled {
+	if st := f.status(id); st != record.RunCancelled {
 		t.Fatalf("run is %s, want cancelled", st)
 	}
 	want(t, f.post("runs/"+id.String()+"/cancel", url.Values{"confirm": {"1"}}, postOpts{}), http.StatusConflict)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
@@ -227,21 +228,21 @@ func TestCLI_ShowNamesEachStepByKindWithWhatItWaitedFor(t *testing.T) {
 			WaitingFor string `json:"waiting_for"`
 		} `json:"run"`
 		Steps []struct {
-			Kind        sdk.StepKind  `json:"kind"`
-			DueAt       *time.Time    `json:"due_at"`
-			SignalID    int64         `json:"signal_id"`
-			ChildRunID  *uuid.UUID    `json:"child_run_id"`
-			ChildStatus sdk.RunStatus `json:"child_status"`
-			PolicyText  string        `json:"policy_text"`
+			Kind        record.StepKind  `json:"kind"`
+			DueAt       *time.Time       `json:"due_at"`
+			SignalID    int64            `json:"signal_id"`
+			ChildRunID  *uuid.UUID       `json:"child_run_id"`
+			ChildStatus record.RunStatus `json:"child_status"`
+			PolicyText  string           `json:"policy_text"`
 		} `json:"steps"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.Steps) != 6 || shown.Run.WaitingFor != "signal:approve" {
 		t.Fatalf("runs show --json: %+v, %v\n%s", shown, err, r)
 	}
 	st := shown.Steps
-	if st[0].Kind != sdk.KindActivity || st[0].PolicyText == "" || st[1].Kind != sdk.KindSleep || st[1].DueAt == nil ||
-		st[2].ChildRunID == nil || *st[2].ChildRunID != child || st[2].ChildStatus != sdk.RunCompleted ||
-		st[3].SignalID != signalID || st[4].Kind != sdk.KindEvent || st[5].SignalID != 0 || st[5].PolicyText != "" {
+	if st[0].Kind != record.KindActivity || st[0].PolicyText == "" || st[1].Kind != record.KindSleep || st[1].DueAt == nil ||
+		st[2].ChildRunID == nil || *st[2].ChildRunID != child || st[2].ChildStatus != record.RunCompleted ||
+		st[3].SignalID != signalID || st[4].Kind != record.KindEvent || st[5].SignalID != 0 || st[5].PolicyText != "" {
 		t.Fatalf("runs show --json steps: %+v\n%s", st, r)
 	}
 

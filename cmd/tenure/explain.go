@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 func (a *app) explainCommand() *cobra.Command {
@@ -41,7 +41,7 @@ as such.`,
 			if err != nil {
 				return err
 			}
-			var step *operator.Step
+			var step *record.Step
 			for i := range steps {
 				if steps[i].Step == n {
 					step = &steps[i]
@@ -50,7 +50,7 @@ as such.`,
 			if step == nil {
 				return fmt.Errorf("run %s has no step %d (it has %s): %w", id, n, plural(int64(len(steps)), "step"), operator.ErrNotFound)
 			}
-			if step.Kind != sdk.KindActivity {
+			if step.Kind != record.KindActivity {
 				return fmt.Errorf("step %d of run %s is a step of kind %s (%s): it has no attempts and no retry policy", n, id, step.Kind, step.Activity)
 			}
 			var p policy.Retry

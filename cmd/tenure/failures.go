@@ -12,7 +12,7 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // filterFlags are the failure filters shared by list and requeue.
@@ -299,7 +299,7 @@ func (a *app) requeueRuns(cmd *cobra.Command, args, keys []string, note string, 
 		targets = append(targets, target{key: k})
 	}
 	var results []result
-	var would []operator.RequeueCandidate
+	var would []record.RequeueCandidate
 	var errs []error
 	for _, tg := range targets {
 		r := result{RunID: tg.id, Key: tg.key}
@@ -316,7 +316,7 @@ func (a *app) requeueRuns(cmd *cobra.Command, args, keys []string, note string, 
 			}
 		case dryRun:
 			f := run.Failure
-			would = append(would, operator.RequeueCandidate{RunID: run.ID, Workflow: run.Workflow, Step: f.Step,
+			would = append(would, record.RequeueCandidate{RunID: run.ID, Workflow: run.Workflow, Step: f.Step,
 				Activity: f.Activity, Reason: f.Reason, FailedAt: f.FailedAt, ErrorMessage: f.ErrorMessage})
 		default:
 			r.Requeued = true
@@ -357,8 +357,8 @@ func (a *app) requeueRuns(cmd *cobra.Command, args, keys []string, note string, 
 // requeueTarget requeues the run id, or the one started with key when key
 // is set, or with dryRun checks that it is failed; it returns the run as
 // far as it was read.
-func (a *app) requeueTarget(op *operator.Operator, id uuid.UUID, key, note string, dryRun bool) (operator.Run, error) {
-	var run operator.Run
+func (a *app) requeueTarget(op *operator.Operator, id uuid.UUID, key, note string, dryRun bool) (record.Run, error) {
+	var run record.Run
 	if key != "" || dryRun {
 		var err error
 		if key != "" {
@@ -372,15 +372,15 @@ func (a *app) requeueTarget(op *operator.Operator, id uuid.UUID, key, note strin
 		id = run.ID
 	}
 	if !dryRun {
-		return operator.Run{ID: id}, op.Requeue(a.ctx, id, note)
+		return record.Run{ID: id}, op.Requeue(a.ctx, id, note)
 	}
-	if run.Status != sdk.RunFailed || run.Failure == nil {
+	if run.Status != record.RunFailed || run.Failure == nil {
 		return run, fmt.Errorf("run %s is %s: %w", id, run.Status, operator.ErrNotFailed)
 	}
 	return run, nil
 }
 
-func (a *app) printRequeued(res []operator.RequeueCandidate, dryRun bool) error {
+func (a *app) printRequeued(res []record.RequeueCandidate, dryRun bool) error {
 	if a.json {
 		type row struct {
 			RunID        uuid.UUID     `json:"run_id"`

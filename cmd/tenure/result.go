@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // resultPoll is how often tenure runs result reads the run's status while
@@ -85,10 +85,10 @@ its end.`,
 // step on stderr as it ends: the steps are read when the count of ended
 // steps or the latest end has changed since the last read, the final read
 // included, which follows the run's end.
-func (a *app) await(id uuid.UUID, limit time.Duration, follow bool) (operator.Run, error) {
+func (a *app) await(id uuid.UUID, limit time.Duration, follow bool) (record.Run, error) {
 	op, err := a.operator()
 	if err != nil {
-		return operator.Run{}, err
+		return record.Run{}, err
 	}
 	ctx, cancel := a.ctx, context.CancelFunc(func() {})
 	if limit > 0 {
@@ -96,12 +96,12 @@ func (a *app) await(id uuid.UUID, limit time.Duration, follow bool) (operator.Ru
 	}
 	defer cancel()
 	o := operator.AwaitOptions{Poll: resultPoll}
-	var last operator.Progress
+	var last record.Progress
 	printed := map[string]bool{}
 	if follow {
 		o.Poll, o.Steps = followPoll, true
 	}
-	o.Progress = func(p operator.Progress) error {
+	o.Progress = func(p record.Progress) error {
 		changed := p.StepsEnded != last.StepsEnded || !equalTimes(p.LastStepEnd, last.LastStepEnd)
 		last = p
 		if follow && changed {
@@ -114,11 +114,11 @@ func (a *app) await(id uuid.UUID, limit time.Duration, follow bool) (operator.Ru
 	case err == nil:
 		return r, nil
 	case a.ctx.Err() != nil:
-		return operator.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, a.ctx.Err())
+		return record.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, a.ctx.Err())
 	case ctx.Err() != nil && last.Status != "":
-		return operator.Run{}, fmt.Errorf("run %s has not ended after %s: it is %s", id, roughly(limit), last.Status)
+		return record.Run{}, fmt.Errorf("run %s has not ended after %s: it is %s", id, roughly(limit), last.Status)
 	}
-	return operator.Run{}, err
+	return record.Run{}, err
 }
 
 // equalTimes reports whether two optional times are the same.
@@ -137,9 +137,9 @@ func (a *app) printEndedSteps(op *operator.Operator, id uuid.UUID, printed map[s
 	if err != nil {
 		return err
 	}
-	var ended []operator.Step
+	var ended []record.Step
 	for _, s := range steps {
-		if s.Status != sdk.StepCompleted && s.Status != sdk.StepFailed {
+		if s.Status != record.StepCompleted && s.Status != record.StepFailed {
 			continue
 		}
 		mark := fmt.Sprint(s.Step, s.Status, s.FinishedAt)
@@ -161,7 +161,7 @@ func (a *app) printEndedSteps(op *operator.Operator, id uuid.UUID, printed map[s
 	}
 	for _, s := range ended {
 		line := stepHead(newStepJSON(s, nil))
-		if s.Kind == sdk.KindActivity {
+		if s.Kind == record.KindActivity {
 			line += fmt.Sprintf("  (%s)", plural(int64(count[s.Step]), "attempt"))
 		}
 		if s.ErrorMessage != "" {
@@ -174,7 +174,7 @@ func (a *app) printEndedSteps(op *operator.Operator, id uuid.UUID, printed map[s
 
 // printResult prints a run that has ended: its output, or its failure as
 // the error of exit status 5.
-func (a *app) printResult(r operator.Run) error {
+func (a *app) printResult(r record.Run) error {
 	var failure *failureJSON
 	if r.Failure != nil {
 		f := newFailureJSON(*r.Failure)
@@ -182,13 +182,13 @@ func (a *app) printResult(r operator.Run) error {
 	}
 	if a.json {
 		out := struct {
-			RunID   uuid.UUID       `json:"run_id"`
-			Status  sdk.RunStatus   `json:"status"`
-			Output  json.RawMessage `json:"output,omitempty"`
-			Failure *failureJSON    `json:"failure,omitempty"`
-			Error   string          `json:"error,omitempty"`
+			RunID   uuid.UUID        `json:"run_id"`
+			Status  record.RunStatus `json:"status"`
+			Output  json.RawMessage  `json:"output,omitempty"`
+			Failure *failureJSON     `json:"failure,omitempty"`
+			Error   string           `json:"error,omitempty"`
 		}{RunID: r.ID, Status: r.Status, Output: r.Output, Failure: failure}
-		if r.Status != sdk.RunCompleted {
+		if r.Status != record.RunCompleted {
 			out.Output, out.Error = nil, r.ErrorMessage
 		}
 		if err := a.printJSON(out); err != nil {
@@ -196,7 +196,7 @@ func (a *app) printResult(r operator.Run) error {
 		}
 	}
 	switch r.Status {
-	case sdk.RunCompleted:
+	case record.RunCompleted:
 		if !a.json {
 			out := r.Output
 			if out == nil {
@@ -205,7 +205,7 @@ func (a *app) printResult(r operator.Run) error {
 			fmt.Fprintln(a.stdout, string(out))
 		}
 		return nil
-	case sdk.RunCancelled:
+	case record.RunCancelled:
 		msg := fmt.Sprintf("run %s was cancelled", r.ID)
 		if r.ErrorMessage != "" {
 			msg += ": " + r.ErrorMessage

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 )
 
 // Every command that takes a run takes it by its ID, its first argument, or
@@ -69,24 +69,24 @@ func (a *app) runID(cmd *cobra.Command, key string, args []string) (uuid.UUID, [
 }
 
 // findRun is runID, and the run read.
-func (a *app) findRun(cmd *cobra.Command, key string, args []string) (operator.Run, []string, error) {
+func (a *app) findRun(cmd *cobra.Command, key string, args []string) (record.Run, []string, error) {
 	byKey := cmd.Flags().Changed("key")
 	var id uuid.UUID
 	switch {
 	case byKey && key == "":
-		return operator.Run{}, nil, usagef("--key: empty key")
+		return record.Run{}, nil, usagef("--key: empty key")
 	case !byKey:
 		var err error
 		if id, err = parseRunID(cmd, args[0]); err != nil {
-			return operator.Run{}, nil, err
+			return record.Run{}, nil, err
 		}
 		args = args[1:]
 	}
 	op, err := a.operator()
 	if err != nil {
-		return operator.Run{}, nil, err
+		return record.Run{}, nil, err
 	}
-	var r operator.Run
+	var r record.Run
 	if byKey {
 		r, err = op.RunByKey(a.ctx, key)
 	} else {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 func (a *app) runsCommand() *cobra.Command {
@@ -148,7 +148,7 @@ type runFilter struct {
 
 func (f *runFilter) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workflow, "workflow", "", "only runs of this workflow")
-	cmd.Flags().StringVar(&f.status, "status", "", "only runs in this status: "+joinWords(sdk.RunStatuses()))
+	cmd.Flags().StringVar(&f.status, "status", "", "only runs in this status: "+joinWords(record.RunStatuses()))
 	cmd.Flags().StringVar(&f.queue, "queue", "", "only runs on this queue")
 	cmd.Flags().StringVar(&f.key, "key", "", "only the run started with this key (sdk.WithKey)")
 }
@@ -156,9 +156,9 @@ func (f *runFilter) register(cmd *cobra.Command) {
 // search is the filters checked: a misspelt status would match nothing and
 // look like good news.
 func (f *runFilter) search() (operator.RunSearch, error) {
-	st := sdk.RunStatus(f.status)
-	if st != "" && !slices.Contains(sdk.RunStatuses(), st) {
-		return operator.RunSearch{}, usagef("--status: unknown status %q: want one of %s", st, joinWords(sdk.RunStatuses()))
+	st := record.RunStatus(f.status)
+	if st != "" && !slices.Contains(record.RunStatuses(), st) {
+		return operator.RunSearch{}, usagef("--status: unknown status %q: want one of %s", st, joinWords(record.RunStatuses()))
 	}
 	return operator.RunSearch{Workflow: f.workflow, Status: st, Queue: f.queue, Key: f.key}, nil
 }
@@ -226,15 +226,15 @@ func joinWords[S ~string](vs []S) string {
 }
 
 // runDetail is the DETAIL cell of runs list.
-func runDetail(r operator.RunSummary) string {
+func runDetail(r record.RunSummary) string {
 	switch {
-	case r.Status == sdk.RunFailed && r.Step > 0:
+	case r.Status == record.RunFailed && r.Step > 0:
 		return fmt.Sprintf("%s at step %d (%s)", r.Reason, r.Step, r.Activity)
-	case r.Status == sdk.RunFailed:
+	case r.Status == record.RunFailed:
 		return string(r.Reason)
-	case r.Status == sdk.RunRunning && r.LeaseLeft != nil && *r.LeaseLeft < 0:
+	case r.Status == record.RunRunning && r.LeaseLeft != nil && *r.LeaseLeft < 0:
 		return fmt.Sprintf("held by %s, lease expired %s ago", r.Claimant, roughly(-*r.LeaseLeft))
-	case r.Status == sdk.RunRunning && r.LeaseLeft != nil:
+	case r.Status == record.RunRunning && r.LeaseLeft != nil:
 		return fmt.Sprintf("held by %s, lease %s left", r.Claimant, roughly(*r.LeaseLeft))
 	case r.Requeues > 0:
 		return "requeued " + plural(int64(r.Requeues), "time")
@@ -264,20 +264,20 @@ func shellWord(s string) string {
 
 // runJSON is a run as --json prints it.
 type runJSON struct {
-	ID          uuid.UUID     `json:"id"`
-	Key         string        `json:"key,omitempty"`
-	Workflow    string        `json:"workflow"`
-	Queue       string        `json:"queue"`
-	Status      sdk.RunStatus `json:"status"`
-	Claimant    string        `json:"claimant,omitempty"`
-	Epoch       int64         `json:"epoch"`
-	Requeues    int           `json:"requeues"`
-	CreatedAt   time.Time     `json:"created_at"`
-	FinishedAt  *time.Time    `json:"finished_at"`
-	LeaseLeftMS *int64        `json:"lease_left_ms,omitempty"`
-	Reason      policy.Reason `json:"reason,omitempty"`
-	Step        int           `json:"step,omitempty"`
-	Activity    string        `json:"activity,omitempty"`
+	ID          uuid.UUID        `json:"id"`
+	Key         string           `json:"key,omitempty"`
+	Workflow    string           `json:"workflow"`
+	Queue       string           `json:"queue"`
+	Status      record.RunStatus `json:"status"`
+	Claimant    string           `json:"claimant,omitempty"`
+	Epoch       int64            `json:"epoch"`
+	Requeues    int              `json:"requeues"`
+	CreatedAt   time.Time        `json:"created_at"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+	LeaseLeftMS *int64           `json:"lease_left_ms,omitempty"`
+	Reason      policy.Reason    `json:"reason,omitempty"`
+	Step        int              `json:"step,omitempty"`
+	Activity    string           `json:"activity,omitempty"`
 	// Set by runs show only.
 	WaitingFor        string          `json:"waiting_for,omitempty"`
 	ParentRunID       *uuid.UUID      `json:"parent_run_id,omitempty"`
@@ -296,7 +296,7 @@ type requeueJSON struct {
 	Note    string    `json:"note,omitempty"`
 }
 
-func newRunJSON(r operator.RunSummary) runJSON {
+func newRunJSON(r record.RunSummary) runJSON {
 	j := runJSON{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status, Claimant: r.Claimant,
 		Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 		Reason: r.Reason, Step: r.Step, Activity: r.Activity}
@@ -309,47 +309,47 @@ func newRunJSON(r operator.RunSummary) runJSON {
 
 // attemptJSON is an attempt as --json prints it.
 type attemptJSON struct {
-	Attempt       int               `json:"attempt"`
-	Status        sdk.AttemptStatus `json:"status"`
-	Rescue        bool              `json:"rescue"`
-	BeforeRequeue bool              `json:"before_requeue"`
-	StartedAt     time.Time         `json:"started_at"`
-	EndedAt       *time.Time        `json:"ended_at"`
-	DurationMS    int64             `json:"duration_ms"`
-	DelayMS       *int64            `json:"delay_ms"`
-	DelaySource   string            `json:"delay_source,omitempty"`
-	Worker        string            `json:"worker"`
-	Epoch         int64             `json:"epoch"`
-	TraceID       string            `json:"trace_id,omitempty"`
-	ErrorType     string            `json:"error_type,omitempty"`
-	ErrorMessage  string            `json:"error_message,omitempty"`
+	Attempt       int                  `json:"attempt"`
+	Status        record.AttemptStatus `json:"status"`
+	Rescue        bool                 `json:"rescue"`
+	BeforeRequeue bool                 `json:"before_requeue"`
+	StartedAt     time.Time            `json:"started_at"`
+	EndedAt       *time.Time           `json:"ended_at"`
+	DurationMS    int64                `json:"duration_ms"`
+	DelayMS       *int64               `json:"delay_ms"`
+	DelaySource   string               `json:"delay_source,omitempty"`
+	Worker        string               `json:"worker"`
+	Epoch         int64                `json:"epoch"`
+	TraceID       string               `json:"trace_id,omitempty"`
+	ErrorType     string               `json:"error_type,omitempty"`
+	ErrorMessage  string               `json:"error_message,omitempty"`
 }
 
 // stepJSON is a step as --json prints it.
 type stepJSON struct {
-	Step         int             `json:"step"`
-	Kind         sdk.StepKind    `json:"kind"`
-	Activity     string          `json:"activity"`
-	Status       sdk.StepStatus  `json:"status"`
-	Reason       policy.Reason   `json:"reason,omitempty"`
-	ErrorMessage string          `json:"error_message,omitempty"`
-	Policy       json.RawMessage `json:"policy"`
-	PolicyText   string          `json:"policy_text,omitempty"` // activity steps only
-	BudgetFrom   int             `json:"budget_from"`
-	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
-	DueAt        *time.Time      `json:"due_at,omitempty"`
-	SignalID     int64           `json:"signal_id,omitempty"`
-	ChildRunID   *uuid.UUID      `json:"child_run_id,omitempty"`
-	ChildStatus  sdk.RunStatus   `json:"child_status,omitempty"`
-	Attempts     []attemptJSON   `json:"attempts"`
+	Step         int               `json:"step"`
+	Kind         record.StepKind   `json:"kind"`
+	Activity     string            `json:"activity"`
+	Status       record.StepStatus `json:"status"`
+	Reason       policy.Reason     `json:"reason,omitempty"`
+	ErrorMessage string            `json:"error_message,omitempty"`
+	Policy       json.RawMessage   `json:"policy"`
+	PolicyText   string            `json:"policy_text,omitempty"` // activity steps only
+	BudgetFrom   int               `json:"budget_from"`
+	FinishedAt   *time.Time        `json:"finished_at,omitempty"`
+	DueAt        *time.Time        `json:"due_at,omitempty"`
+	SignalID     int64             `json:"signal_id,omitempty"`
+	ChildRunID   *uuid.UUID        `json:"child_run_id,omitempty"`
+	ChildStatus  record.RunStatus  `json:"child_status,omitempty"`
+	Attempts     []attemptJSON     `json:"attempts"`
 }
 
-func newStepJSON(s operator.Step, attempts []attemptJSON) stepJSON {
+func newStepJSON(s record.Step, attempts []attemptJSON) stepJSON {
 	j := stepJSON{Step: s.Step, Kind: s.Kind, Activity: s.Activity, Status: s.Status, Reason: s.Reason,
 		ErrorMessage: s.ErrorMessage, Policy: json.RawMessage(s.Policy), BudgetFrom: s.BudgetFrom,
 		FinishedAt: s.FinishedAt, DueAt: s.DueAt, SignalID: s.SignalID, ChildStatus: s.ChildStatus,
 		Attempts: append([]attemptJSON{}, attempts...)}
-	if s.Kind == sdk.KindActivity {
+	if s.Kind == record.KindActivity {
 		j.PolicyText = policyText(s.Policy)
 	}
 	if s.ChildRunID != uuid.Nil {
@@ -375,7 +375,7 @@ type failureJSON struct {
 	RequeueCount int           `json:"requeue_count"`
 }
 
-func newFailureJSON(f operator.Failure) failureJSON {
+func newFailureJSON(f record.Failure) failureJSON {
 	return failureJSON{RunID: f.RunID, Workflow: f.Workflow, Reason: f.Reason, Step: f.Step, Activity: f.Activity,
 		Attempts: f.Attempts, Errors: f.Errors, Rescues: f.Rescues, ErrorType: f.ErrorType,
 		ErrorMessage: f.ErrorMessage, FailedAt: f.FailedAt, RequeuedAt: f.RequeuedAt, RequeueCount: f.RequeueCount}
@@ -392,7 +392,7 @@ func policyText(raw []byte) string {
 
 // showRun prints run r with its steps, attempts and requeues; its input and
 // output too when payloads.
-func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) error {
+func (a *app) showRun(op *operator.Operator, r record.Run, payloads bool) error {
 	id := r.ID
 	steps, err := op.Steps(a.ctx, id)
 	if err != nil {
@@ -425,7 +425,7 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 		Requeues []requeueJSON `json:"requeues"`
 		Steps    []stepJSON    `json:"steps"`
 	}{Requeues: []requeueJSON{}, Steps: []stepJSON{}}
-	out.Run = newRunJSON(operator.RunSummary{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
+	out.Run = newRunJSON(record.RunSummary{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
 		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
 	out.Run.WaitingFor, out.Run.ParentStep, out.Run.CancelRequestedAt = r.WaitingFor, r.ParentStep, r.CancelRequested
 	if payloads {
@@ -476,7 +476,7 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 			t.row("", fmt.Sprintf("%s (%s) by %s (audit %d)%s", stamp(q.At), ago(q.At), q.Actor, q.AuditID, clip(note, 200)))
 		}
 	}
-	if r.Status == sdk.RunRunning {
+	if r.Status == record.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
 	}
 	if text := waitingText(r); text != "" {
@@ -503,7 +503,7 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 	}
 	for _, s := range out.Steps {
 		fmt.Fprintln(w, "\n"+stepHead(s))
-		if s.Kind != sdk.KindActivity {
+		if s.Kind != record.KindActivity {
 			if err := stepDetail(w, s); err != nil {
 				return err
 			}
@@ -543,7 +543,7 @@ func (a *app) showRun(op *operator.Operator, r operator.Run, payloads bool) erro
 // waitingText says what a queued run waits for, in operator.WaitingFor's
 // reading of its row, with the time it ends both stamped and relative; ""
 // for a run that is due now and waits for nothing but a worker.
-func waitingText(r operator.Run) string {
+func waitingText(r record.Run) string {
 	w := operator.WaitingFor(r)
 	at := func(t time.Time) string { return stamp(t) + " (" + when(t) + ")" }
 	timeout := func() string {
@@ -572,7 +572,7 @@ func waitingText(r operator.Run) string {
 // records (signal, event key, child workflow) when it is not the kind.
 func stepHead(s stepJSON) string {
 	name := s.Activity
-	if s.Kind != sdk.KindActivity && s.Activity != string(s.Kind) {
+	if s.Kind != record.KindActivity && s.Activity != string(s.Kind) {
 		name = string(s.Kind) + " " + s.Activity
 	}
 	head := fmt.Sprintf("step %d  %s  %s", s.Step, name, s.Status)
@@ -587,14 +587,14 @@ func stepDetail(w io.Writer, s stepJSON) error {
 	var rows [][2]string
 	add := func(k, v string) { rows = append(rows, [2]string{"  " + k, v}) }
 	switch s.Kind {
-	case sdk.KindSleep:
+	case record.KindSleep:
 		if s.DueAt != nil {
 			add("due", stamp(*s.DueAt)+" ("+when(*s.DueAt)+")")
 		}
 		if s.FinishedAt != nil {
 			add("woke", stamp(*s.FinishedAt))
 		}
-	case sdk.KindSignal:
+	case record.KindSignal:
 		if s.DueAt != nil {
 			add("timeout", stamp(*s.DueAt)+" ("+when(*s.DueAt)+")")
 		} else {
@@ -603,7 +603,7 @@ func stepDetail(w io.Writer, s stepJSON) error {
 		if s.SignalID != 0 {
 			add("received", fmt.Sprintf("signal %d at %s", s.SignalID, stampPtr(s.FinishedAt)))
 		}
-	case sdk.KindChild:
+	case record.KindChild:
 		if s.ChildRunID != nil {
 			add("child", fmt.Sprintf("%s (%s)", *s.ChildRunID, dash(string(s.ChildStatus))))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -90,14 +91,14 @@ func TestCLI_StartARunByNameAndWaitForItsResult(t *testing.T) {
 	}
 	r = tenure(t, s, "runs", "result", bad.RunID.String(), "--json")
 	var res struct {
-		Status  sdk.RunStatus `json:"status"`
-		Output  any           `json:"output"`
+		Status  record.RunStatus `json:"status"`
+		Output  any              `json:"output"`
 		Failure *struct {
 			Reason policy.Reason `json:"reason"`
 			Step   int           `json:"step"`
 		} `json:"failure"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != exitRunFailed || res.Status != sdk.RunFailed ||
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != exitRunFailed || res.Status != record.RunFailed ||
 		res.Output != nil || res.Failure == nil || res.Failure.Reason != policy.NonRetryable || res.Failure.Step != 1 {
 		t.Fatalf("runs result --json of a failed run: %+v, %v\n%s", res, err, r)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tenurehq/tenure/internal/pgtest"
-	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
 )
@@ -240,13 +240,13 @@ func TestPlural_AndLeaseDetail(t *testing.T) {
 	}
 	d := func(x time.Duration) *time.Duration { return &x }
 	for _, c := range []struct {
-		r    operator.RunSummary
+		r    record.RunSummary
 		want string
 	}{
-		{operator.RunSummary{Status: sdk.RunRunning, Claimant: "w1", LeaseLeft: d(-2 * time.Second)}, "held by w1, lease expired 2s ago"},
-		{operator.RunSummary{Status: sdk.RunRunning, Claimant: "w1", LeaseLeft: d(4 * time.Second)}, "held by w1, lease 4s left"},
-		{operator.RunSummary{Status: sdk.RunCompleted, Requeues: 1}, "requeued 1 time"},
-		{operator.RunSummary{Status: sdk.RunCompleted, Requeues: 3}, "requeued 3 times"},
+		{record.RunSummary{Status: record.RunRunning, Claimant: "w1", LeaseLeft: d(-2 * time.Second)}, "held by w1, lease expired 2s ago"},
+		{record.RunSummary{Status: record.RunRunning, Claimant: "w1", LeaseLeft: d(4 * time.Second)}, "held by w1, lease 4s left"},
+		{record.RunSummary{Status: record.RunCompleted, Requeues: 1}, "requeued 1 time"},
+		{record.RunSummary{Status: record.RunCompleted, Requeues: 3}, "requeued 3 times"},
 	} {
 		if got := runDetail(c.r); got != c.want {
 			t.Errorf("runDetail(%+v) = %q, want %q", c.r, got, c.want)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 )
 
 func (a *app) workersCommand() *cobra.Command {
@@ -41,8 +41,8 @@ worker serves. They wait until such a worker starts.`,
 			}
 			if a.json {
 				return a.printJSON(struct {
-					Workers []operator.Worker  `json:"workers"`
-					Orphans []operator.Orphans `json:"orphaned_runs"`
+					Workers []record.Worker  `json:"workers"`
+					Orphans []record.Orphans `json:"orphaned_runs"`
 				}{ws, orphans})
 			}
 			t := newTable(a.stdout, "WORKER", "STATE", "HOST", "PID", "VERSION", "WORKFLOWS", "QUEUES", "HELD", "HEARTBEAT")
@@ -71,7 +71,7 @@ worker serves. They wait until such a worker starts.`,
 }
 
 // warnOrphans prints the queued runs no live worker serves.
-func (a *app) warnOrphans(w io.Writer, orphans []operator.Orphans) error {
+func (a *app) warnOrphans(w io.Writer, orphans []record.Orphans) error {
 	for _, o := range orphans {
 		_, err := fmt.Fprintf(w, "warning: %s of workflow %q on queue %q queued, oldest %s: no live worker serves them\n",
 			plural(int64(o.Runs), "run"), o.Workflow, o.Queue, ago(o.OldestCreatedAt))

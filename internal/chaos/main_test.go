@@ -20,6 +20,7 @@ import (
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -254,7 +255,7 @@ func (e *env) inFlight(ids ...uuid.UUID) {
 }
 
 // history returns a run's attempts.
-func (e *env) history(id uuid.UUID) []operator.Attempt {
+func (e *env) history(id uuid.UUID) []record.Attempt {
 	e.t.Helper()
 	h, err := e.op.History(e.ctx, id)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/workload"
 	"github.com/tenurehq/tenure/internal/pgtest"
 	"github.com/tenurehq/tenure/operator"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -51,7 +52,7 @@ func (e *env) attempts(id uuid.UUID, step int) []attempt {
 
 // claimOf is the rank of epoch among the distinct epochs of history, from 1
 // (0 when none has it).
-func claimOf(history []operator.Attempt, epoch int64) int {
+func claimOf(history []record.Attempt, epoch int64) int {
 	seen := map[int64]bool{}
 	found := false
 	for _, a := range history {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/record"
 )
 
 // where renders q's filters as a condition on runs aliased r, appending
@@ -67,17 +68,8 @@ func (s *Store) CountRuns(ctx context.Context, q RunSearch) (int64, error) {
 	return n, s.wrap("count runs", err)
 }
 
-// Progress is how far a run has got, without its payloads: what a caller
-// waiting for the run's end reads again and again (RunProgress).
-type Progress struct {
-	Status     RunStatus
-	FinishedAt *time.Time
-	// StepsEnded counts the run's steps that have ended (completed or
-	// failed), and LastStepEnd is the latest of their ends; both are read
-	// only when asked for (RunProgress's steps).
-	StepsEnded  int
-	LastStepEnd *time.Time
-}
+// Progress is record.Progress, defined there for applications and operators to read.
+type Progress = record.Progress
 
 // RunProgress reads run id's status and end, and with steps how many of
 // its steps have ended and when the last did. It returns ErrNotFound for a

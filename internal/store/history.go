@@ -12,40 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
-// Run is a run's row as callers of Result and operators see it.
-type Run struct {
-	ID           uuid.UUID
-	Workflow     string
-	Queue        string
-	Priority     int
-	Key          string
-	Status       RunStatus
-	Input        []byte
-	Output       []byte
-	ErrorMessage string
-	Claimant     string
-	Epoch        int64
-	Requeues     int
-	// RunAfter is when a queued run is due; zero when it waits for a
-	// signal or a child with no timeout (run_after is 'infinity').
-	RunAfter   time.Time
-	CreatedAt  time.Time
-	FinishedAt *time.Time
-	// WaitingFor says what a queued run that has started waits for:
-	// "sleep", "signal:<name>", "child:<id>", or "" for its turn.
-	WaitingFor string
-	// Parent is the run that started this one as a child (uuid.Nil for
-	// none), at its step ParentStep.
-	Parent     uuid.UUID
-	ParentStep int
-	// CancelRequested is when Cancel was asked of the run, if it was
-	// (recorded on the run, or still a wake no worker has applied).
-	CancelRequested *time.Time
-	// Failure is the run's open failure row when Status is failed.
-	Failure *FailureRow
-}
+// Run is record.Run, defined there for applications and operators to read.
+type Run = record.Run
 
 // GetRun loads one run with its open failure row, if any, in one query.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
@@ -169,33 +140,8 @@ func (s *Store) explainMiss(ctx context.Context, id uuid.UUID, wrongState error)
 	return fmt.Errorf("run %s is %s: %w", id, status, wrongState)
 }
 
-// Attempt is one attempt's history row.
-type Attempt struct {
-	RunID        uuid.UUID
-	Step         int
-	Attempt      int
-	Activity     string
-	Status       AttemptStatus
-	StartedAt    time.Time
-	EndedAt      *time.Time
-	ErrorMessage string
-	ErrorType    string
-	ErrorStack   string
-	Rescue       bool
-	Delay        *time.Duration // chosen before the next attempt
-	DelaySource  string         // policy, jitter, retry-after, deadline
-	Epoch        int64
-	Worker       string
-	TraceID      string
-	SpanID       string
-	// From the attempt_timeline view: how long it ran (until now, while it
-	// runs), the time between its end and the next attempt's start (nil
-	// for the last), and whether it counts against the step's budgets
-	// (false for an attempt made before a requeue).
-	Duration time.Duration
-	Waited   *time.Duration
-	InBudget bool
-}
+// Attempt is record.Attempt, defined there for applications and operators to read.
+type Attempt = record.Attempt
 
 // Attempts returns every attempt of a run in order (step, then attempt), as
 // the attempt_timeline view shows them.
@@ -234,24 +180,8 @@ func (s *Store) Attempts(ctx context.Context, runID uuid.UUID) ([]Attempt, error
 	return out, s.wrap("load attempts", err)
 }
 
-// FailureRow is one row of the failure table.
-type FailureRow struct {
-	ID           int64
-	RunID        uuid.UUID
-	Workflow     string
-	Reason       policy.Reason
-	Step         int
-	Activity     string
-	Attempts     int
-	Errors       int
-	Rescues      int
-	ErrorMessage string
-	ErrorType    string
-	ErrorStack   string
-	FailedAt     time.Time
-	RequeuedAt   *time.Time
-	RequeueCount int
-}
+// FailureRow is record.Failure, defined there for applications and operators to read.
+type FailureRow = record.Failure
 
 // failureColumns reads a failure row aliased f in FailureRow's field order.
 // Every column is coalesced, so a LEFT JOIN that found no failure scans too.

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // RunFilter selects runs for ListRuns; empty fields match all.
@@ -21,27 +21,8 @@ type RunFilter struct {
 	Limit    int    // 0: 100
 }
 
-// RunSummary is one run as an operator lists it.
-type RunSummary struct {
-	ID         uuid.UUID
-	Workflow   string
-	Queue      string
-	Key        string // the key it was started with (sdk.WithKey); empty for none
-	Status     RunStatus
-	Claimant   string // the worker holding the lease (running runs)
-	Epoch      int64
-	Requeues   int
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	FinishedAt *time.Time
-	// LeaseLeft is the lease time left by the database clock, negative when
-	// it expired (the run awaits rescue); nil unless running.
-	LeaseLeft *time.Duration
-	// Reason, Step and Activity come from the open failure of a failed run.
-	Reason   policy.Reason
-	Step     int
-	Activity string
-}
+// RunSummary is record.RunSummary, defined there for applications and operators to read.
+type RunSummary = record.RunSummary
 
 // ListRuns lists runs matching f, newest first: SearchRuns, the one run
 // listing.
@@ -49,31 +30,8 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]RunSummary, error)
 	return s.SearchRuns(ctx, RunSearch{Workflow: f.Workflow, Status: f.Status, Queue: f.Queue, Key: f.Key, Limit: f.Limit})
 }
 
-// StepRecord is one step of a run as recorded, with the effective policy of
-// its latest attempt (JSON, as policy.Retry marshals it; {} for a step of
-// another kind than activity) and, for the other kinds, what they waited
-// for, as the step_timeline view shows it.
-type StepRecord struct {
-	Step           int
-	Activity       string // for another kind: the signal's name, the event's key, the child's workflow, or the kind
-	Status         StepStatus
-	Reason         policy.Reason // why a failed step gave up
-	ErrorMessage   string
-	ErrorType      string
-	Policy         []byte
-	BudgetFrom     int // attempts up to this number were made before a requeue
-	FirstStartedAt time.Time
-	FinishedAt     *time.Time // for a sleep or a signal: when it woke
-	Kind           StepKind
-	// DueAt is a sleep's due time, or a signal's timeout (nil: none).
-	DueAt *time.Time
-	// ChildRunID and ChildStatus are a child step's run (uuid.Nil for none)
-	// and its status now.
-	ChildRunID  uuid.UUID
-	ChildStatus RunStatus
-	// SignalID is the signal a signal step consumed; 0 until it did.
-	SignalID int64
-}
+// StepRecord is record.Step, defined there for applications and operators to read.
+type StepRecord = record.Step
 
 // StepRecords returns a run's steps in order; none for a run that has not
 // started a step (or does not exist: see GetRun). The joins are those of
@@ -107,16 +65,8 @@ func (s *Store) StepRecords(ctx context.Context, runID uuid.UUID) ([]StepRecord,
 	return out, nil
 }
 
-// FailureCount is one bucket of the failure_buckets function: failures of
-// one workflow, activity and reason in one time bucket.
-type FailureCount struct {
-	Bucket    time.Time
-	Workflow  string
-	Activity  string // empty when the workflow itself failed
-	Reason    policy.Reason
-	Failures  int64
-	StillOpen int64 // not requeued
-}
+// FailureCount is record.FailureCount, defined there for applications and operators to read.
+type FailureCount = record.FailureCount
 
 // FailureCounts counts failures since since in buckets of width (0: one
 // hour), oldest bucket first, the most frequent first within a bucket.

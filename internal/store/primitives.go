@@ -13,25 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// StepKind is what a step is: the kind column of the steps table.
-type StepKind string
-
-// Step kinds. Every kind but activity has no attempts.
-const (
-	KindActivity   StepKind = "activity"    // an activity call, with its attempts
-	KindSleep      StepKind = "sleep"       // a durable sleep until due_at
-	KindSignal     StepKind = "signal"      // the receipt of a signal, or its timeout
-	KindEvent      StepKind = "event"       // an event the workflow set
-	KindChild      StepKind = "child"       // a child workflow the run started
-	KindNow        StepKind = "now"         // the time sdk.Now read, recorded once
-	KindSideEffect StepKind = "side_effect" // a value sdk.SideEffect made, recorded once
-)
-
-// StepKinds lists every step kind, in the order of the CHECK constraint.
-func StepKinds() []StepKind {
-	return []StepKind{KindActivity, KindSleep, KindSignal, KindEvent, KindChild, KindNow, KindSideEffect}
-}
-
 // StepMark records a step of a kind other than activity, or moves it on:
 // created waiting or finished, then finished. Repeated, it changes nothing
 // once the step is finished, and keeps the due time and output first

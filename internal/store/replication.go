@@ -5,48 +5,27 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/tenurehq/tenure/record"
 )
 
-// ReplicationMode is what a failover of the server can cost Tenure's
-// commits (docs/guarantees.md, "Replication and failover").
-type ReplicationMode string
+// ReplicationMode is record.ReplicationMode, defined there for applications and operators to read.
+type ReplicationMode = record.ReplicationMode
 
 // Replication modes.
 const (
-	// ReplicationNone: the server streams to no standby (or none this role
-	// can see). A failover needs a standby; a crash of the server alone
-	// loses nothing committed.
-	ReplicationNone ReplicationMode = "none"
-	// ReplicationSynchronous: every commit waits for a standby to have it
-	// (synchronous_standby_names is set and synchronous_commit is on,
-	// remote_write or remote_apply): a promotion of that standby loses
-	// nothing acknowledged.
-	ReplicationSynchronous ReplicationMode = "synchronous"
-	// ReplicationAsynchronous: the server has standbys, but commits do not
-	// wait for them: promoting one loses what it had not received, and
-	// at-most-once steps can run twice.
-	ReplicationAsynchronous ReplicationMode = "asynchronous"
-	// ReplicationStandby: the server is itself a standby, in recovery: it
-	// takes no writes.
-	ReplicationStandby ReplicationMode = "standby"
+	ReplicationNone         = record.ReplicationNone
+	ReplicationSynchronous  = record.ReplicationSynchronous
+	ReplicationAsynchronous = record.ReplicationAsynchronous
+	ReplicationStandby      = record.ReplicationStandby
 )
 
-// Replication is how the server replicates the commits of a session with
-// the store's settings.
-type Replication struct {
-	Mode ReplicationMode
-	// Standbys is how many physical standbys stream from the server.
-	Standbys int
-	// SynchronousStandbyNames and SynchronousCommit are the server's
-	// settings, as the session sees them.
-	SynchronousStandbyNames, SynchronousCommit string
-	// CheckedAt is when it was read, on this process's clock.
-	CheckedAt time.Time
-}
+// Replication is record.Replication, defined there for applications and operators to read.
+type Replication = record.Replication
 
-// Describe says what the mode means for Tenure's commits, in a sentence
-// for a log line or a banner.
-func (r Replication) Describe() string {
+// describe says what the mode means for Tenure's commits, in a sentence
+// for a log line or a banner (Replication.Description).
+func describe(r Replication) string {
 	switch r.Mode {
 	case ReplicationAsynchronous:
 		return fmt.Sprintf("commits are not synchronously replicated (synchronous_standby_names %q, synchronous_commit %s) "+
@@ -90,5 +69,6 @@ func (s *Store) ReadReplication(ctx context.Context, db DB) (Replication, error)
 	default:
 		r.Mode = ReplicationAsynchronous
 	}
+	r.Description = describe(r)
 	return r, nil
 }

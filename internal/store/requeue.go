@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // ErrNoFilter is returned by RequeueFailures for a filter that sets nothing:
@@ -66,19 +67,8 @@ type RequeueOptions struct {
 	Progress func(done, total int)
 }
 
-// RequeueCandidate is one open failure chosen by RequeueFailures.
-type RequeueCandidate struct {
-	RunID        uuid.UUID
-	Workflow     string
-	Step         int // 0 when the workflow itself failed
-	Activity     string
-	Reason       policy.Reason
-	FailedAt     time.Time
-	ErrorMessage string
-	// Requeued is true when the run was put back; false in a dry run, or
-	// when someone else requeued it first.
-	Requeued bool
-}
+// RequeueCandidate is record.RequeueCandidate, defined there for applications and operators to read.
+type RequeueCandidate = record.RequeueCandidate
 
 // RequeueFailures requeues, like RequeueRun, every run whose open failure
 // matches f, oldest failure first, through the SQL function
@@ -175,18 +165,8 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-// AuditEntry is one row of the audit log: a requeue or a retention run.
-type AuditEntry struct {
-	ID       int64
-	At       time.Time
-	Actor    string // the database role
-	Action   string // requeue, purge_completed, purge_failures
-	Runs     int64  // runs requeued or deleted
-	Failures int64  // failure rows deleted (purges)
-	Filter   map[string]any
-	RunIDs   []uuid.UUID // the runs a requeue put back
-	Note     string
-}
+// AuditEntry is record.AuditEntry, defined there for applications and operators to read.
+type AuditEntry = record.AuditEntry
 
 // AuditLog returns the newest audit_log rows, newest first (limit 0: 100).
 func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
@@ -207,20 +187,6 @@ func (s *Store) auditLog(ctx context.Context, rest string, args ...any) ([]Audit
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
 	return out, s.wrap("read audit log", err)
-}
-
-// String describes an entry on one line, e.g.
-// "requeue 3 runs by postgres (INC-42)".
-func (e AuditEntry) String() string {
-	s := fmt.Sprintf("%s %d runs", e.Action, e.Runs)
-	if e.Failures > 0 {
-		s += fmt.Sprintf(" (%d failure rows)", e.Failures)
-	}
-	s += " by " + e.Actor
-	if e.Note != "" {
-		s += " (" + e.Note + ")"
-	}
-	return s
 }
 
 // RequeueFailureIDs requeues the runs whose open failure rows are exactly

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tenurehq/tenure/record"
 )
 
 // PurgeOptions selects what a retention run deletes.
@@ -25,11 +27,8 @@ type PurgeOptions struct {
 	Note string
 }
 
-// Purged counts what a retention run deleted (or would delete, dry run).
-type Purged struct {
-	Runs     int64 // runs deleted, with their steps and attempts
-	Failures int64 // failure rows deleted with them
-}
+// Purged is record.Purged, defined there for applications and operators to read.
+type Purged = record.Purged
 
 // PurgeCompleted deletes runs that completed or were cancelled more than
 // o.OlderThan ago, through the SQL function purge_completed. Runs with

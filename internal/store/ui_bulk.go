@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // The statements of the web UI's bulk actions: the whole set of open
@@ -19,33 +18,11 @@ import (
 // of failures deletes, counted, sampled and deleted against one cutoff
 // (PurgeOptions.Before).
 
-// FailureSet is the open failures a filter selects in a fixed window,
-// counted, broken down and named in SQL: however many they are, the client
-// reads a few rows.
-type FailureSet struct {
-	// Filter is the filter the set was read with, its window fixed: Until,
-	// when the filter had none, is the database's now() at the read. A
-	// requeue of the set (RequeueSet.Filter) selects it again with it.
-	Filter FailureGroupFilter
-	Count  int64
-	// Oldest and Newest are its first and last failures (zero: empty).
-	Oldest, Newest time.Time
-	// Breakdown counts the set by workflow, activity and reason, most
-	// failures first.
-	Breakdown []FailureSetGroup
-	// Digest names the set's failure rows (the SQL function
-	// failure_set_digest of their IDs): a requeue of the set is refused once
-	// the set no longer has it.
-	Digest string
-}
+// FailureSet is record.FailureSet, defined there for applications and operators to read.
+type FailureSet = record.FailureSet
 
-// FailureSetGroup is one line of a FailureSet's breakdown.
-type FailureSetGroup struct {
-	Workflow string
-	Activity string // empty when the workflow itself failed
-	Reason   policy.Reason
-	Failures int64
-}
+// FailureSetGroup is record.FailureSetGroup, defined there for applications and operators to read.
+type FailureSetGroup = record.FailureSetGroup
 
 // FailureSet counts, breaks down and names the open failures f selects,
 // in one read-only snapshot, fixing f's window: with no f.Until, the set
@@ -65,7 +42,7 @@ func (s *Store) FailureSet(ctx context.Context, f FailureGroupFilter) (FailureSe
 		}
 		out.Filter = f
 		var args []any
-		cond := f.where(&args, nil)
+		cond := failureGroupWhere(f, &args, nil)
 		rows, err := tx.Query(ctx, s.sql(`
 			SELECT f.workflow, coalesce(f.activity, ''), f.reason, count(*), min(f.failed_at), max(f.failed_at)
 			FROM {schema}.failures f
@@ -144,7 +121,7 @@ func (s *Store) RequeueFailureSet(ctx context.Context, q RequeueSet) (int64, err
 		return 0, fmt.Errorf("requeue failures: encode filter: %w", err)
 	}
 	var args []any
-	cond := q.Filter.where(&args, nil)
+	cond := failureGroupWhere(q.Filter, &args, nil)
 	n := len(args)
 	args = append(args, q.Digest, q.SkipIndeterminate, q.Note, string(filter))
 	var requeued int64
@@ -175,21 +152,11 @@ func (s *Store) PurgeCutoff(ctx context.Context, olderThan time.Duration) (time.
 	return t, s.wrap("purge cutoff", err)
 }
 
-// PurgeCandidate is one run a purge of failures would delete.
-type PurgeCandidate struct {
-	RunID      uuid.UUID
-	Workflow   string
-	Status     RunStatus
-	FinishedAt time.Time
-	Failures   int64         // its failure rows, requeued ones included
-	Reason     policy.Reason // of its last failure
-}
+// PurgeCandidate is record.PurgeCandidate, defined there for applications and operators to read.
+type PurgeCandidate = record.PurgeCandidate
 
-// PurgeWorkflow counts, for one workflow, the runs a purge would delete.
-type PurgeWorkflow struct {
-	Workflow string
-	Runs     int64
-}
+// PurgeWorkflow is record.PurgeWorkflow, defined there for applications and operators to read.
+type PurgeWorkflow = record.PurgeWorkflow
 
 // PurgeSample returns the oldest limit runs (0: 20) that PurgeFailures
 // with o would delete, and how many of them each workflow has: what the

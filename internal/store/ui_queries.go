@@ -10,48 +10,25 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // The read-only statements of the web UI (package ui): failure groups, run
 // search, runs in flight and child runs. Each reads through an index, so
 // that a page costs the same with 100,000 open failures as with ten.
 
-// Fingerprint names a group of open failures: same workflow, activity,
-// reason and error type, and the same error message once its numbers, UUIDs
-// and hex IDs are replaced by placeholders (the SQL function
-// failure_fingerprint).
-type Fingerprint struct {
-	Workflow  string
-	Activity  string // empty when the workflow itself failed
-	Reason    policy.Reason
-	ErrorType string
-	Message   string // the normalised message
-}
+// Fingerprint is record.Fingerprint, defined there for applications and operators to read.
+type Fingerprint = record.Fingerprint
 
-// FailureGroupFilter selects open failures for FailureGroups and
-// OpenFailures; zero fields match everything.
-type FailureGroupFilter struct {
-	Workflow string
-	Activity string
-	Reason   policy.Reason
-	Since    time.Time // failed at or after
-	// Until, when set, keeps the failures before it: with Since, a fixed
-	// window, which a preview of a requeue sets so that its confirm acts on
-	// the same failures however long after (failures that come meanwhile
-	// come after Until).
-	Until time.Time
-	Key   string // the run's key (sdk.WithKey)
-	// Fingerprint, when set, keeps the failures of that one group.
-	Fingerprint *Fingerprint
-}
+// FailureGroupFilter is record.FailureGroupFilter, defined there for applications and operators to read.
+type FailureGroupFilter = record.FailureGroupFilter
 
-// where renders f as a condition on failures aliased f, appending its
+// failureGroupWhere renders f as a condition on failures aliased f, appending its
 // values to args. Only fixed strings are joined; every value is a
 // parameter. A nil activity or error type is matched as NULL, so that a
 // group's condition stays a range of failures_open_fingerprint_idx. run,
 // when not nil, is the run f.Key names, already looked up.
-func (f FailureGroupFilter) where(args *[]any, run *uuid.UUID) string {
+func failureGroupWhere(f FailureGroupFilter, args *[]any, run *uuid.UUID) string {
 	conds := []string{"f.requeued_at IS NULL"}
 	add := func(cond string, v any) {
 		*args = append(*args, v)
@@ -100,27 +77,11 @@ func (f FailureGroupFilter) where(args *[]any, run *uuid.UUID) string {
 	return strings.Join(conds, " AND ")
 }
 
-// FailureGroup is one group of open failures: its fingerprint, how many, when
-// first and last seen, one of its runs, and its failures per time bucket.
-type FailureGroup struct {
-	Fingerprint
-	Count         int64
-	FirstSeen     time.Time
-	LastSeen      time.Time
-	SampleRunID   uuid.UUID
-	SampleMessage string  // one member's message as recorded
-	Buckets       []int64 // failures per bucket, oldest first
-}
+// FailureGroup is record.FailureGroup, defined there for applications and operators to read.
+type FailureGroup = record.FailureGroup
 
-// FailureGroups is the answer of FailureGroups: the groups, most failures
-// first, the open failures selected in all (Total, also those of groups
-// past the limit), and the time axis of the buckets.
-type FailureGroups struct {
-	Groups []FailureGroup
-	Total  int64
-	From   time.Time // start of the first bucket
-	Width  time.Duration
-}
+// FailureGroups is record.FailureGroups, defined there for applications and operators to read.
+type FailureGroups = record.FailureGroups
 
 // FailureGroups groups the open failures f selects by fingerprint, most
 // failures first, at most limit groups (0: 100), each with its failures in
@@ -152,7 +113,7 @@ func (s *Store) FailureGroups(ctx context.Context, f FailureGroupFilter, buckets
 		run = id
 	}
 	var args []any
-	cond := f.where(&args, run)
+	cond := failureGroupWhere(f, &args, run)
 	// min alone is answered from the end of an index on failed_at.
 	var oldest *time.Time
 	var now time.Time
@@ -292,7 +253,7 @@ func (s *Store) OpenFailures(ctx context.Context, f FailureGroupFilter, limit in
 		limit = 1000
 	}
 	var args []any
-	cond := f.where(&args, nil)
+	cond := failureGroupWhere(f, &args, nil)
 	args = append(args, limit)
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT `+failureColumns+`
@@ -359,23 +320,8 @@ func (s *Store) SearchRuns(ctx context.Context, q RunSearch) ([]RunSummary, erro
 	return out, s.wrap("search runs", err)
 }
 
-// InFlight is one run a worker holds now, as the in_flight view shows it.
-type InFlight struct {
-	RunID     uuid.UUID
-	Workflow  string
-	Queue     string
-	Claimant  string
-	Epoch     int64
-	LeaseLeft time.Duration // negative: expired, the run awaits rescue
-	StartedAt *time.Time
-	// Step, Activity and Attempt are the attempt running now; 0 and "" for
-	// none (the workflow runs between steps).
-	Step     int
-	Activity string
-	Attempt  int
-	// AttemptStartedAt is when that attempt started.
-	AttemptStartedAt *time.Time
-}
+// InFlight is record.InFlight, defined there for applications and operators to read.
+type InFlight = record.InFlight
 
 // InFlightRuns lists the runs workers hold (the in_flight view), by worker
 // and then oldest first, at most limit (0: 500). It reads the running runs
@@ -406,14 +352,8 @@ func (s *Store) InFlightRuns(ctx context.Context, limit int) ([]InFlight, error)
 	return out, s.wrap("list runs in flight", err)
 }
 
-// ChildRun is a run started by another run's workflow.
-type ChildRun struct {
-	ID         uuid.UUID
-	Workflow   string
-	Status     RunStatus
-	ParentStep int
-	CreatedAt  time.Time
-}
+// ChildRun is record.ChildRun, defined there for applications and operators to read.
+type ChildRun = record.ChildRun
 
 // ChildRuns lists the runs that the run parent started, in order of the
 // parent's steps, at most limit (0: 100), through runs_parent_idx.

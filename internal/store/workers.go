@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/record"
 )
 
 // WorkerBeat is a worker's row in the registry, as its heartbeat keeps it.
@@ -70,24 +72,8 @@ func (s *Store) PruneWorkers(ctx context.Context, db DB) error {
 	return s.wrap("prune the worker registry", err)
 }
 
-// Worker is a row of the registry, as operators read it.
-type Worker struct {
-	ID              uuid.UUID  `json:"id"`
-	Label           string     `json:"label"`
-	Host            string     `json:"host"`
-	PID             int        `json:"pid"`
-	Version         string     `json:"version"`
-	Workflows       []string   `json:"workflows"`
-	Queues          []string   `json:"queues"`
-	Concurrency     int        `json:"concurrency"`
-	RunsHeld        int        `json:"runs_held"`
-	StartedAt       time.Time  `json:"started_at"`
-	LastHeartbeatAt time.Time  `json:"last_heartbeat_at"`
-	StoppedAt       *time.Time `json:"stopped_at"`
-	// Live is true when the worker beat within three heartbeat intervals
-	// (or its lease TTL, if longer) and has not stopped.
-	Live bool `json:"live"`
-}
+// Worker is record.Worker, defined there for applications and operators to read.
+type Worker = record.Worker
 
 // Workers lists the registry, live workers first, then by last heartbeat.
 // With all false, only live workers.
@@ -105,14 +91,8 @@ func (s *Store) Workers(ctx context.Context, all bool) ([]Worker, error) {
 	return out, s.wrap("list workers", err)
 }
 
-// Orphans is the queued runs of one workflow and queue that no live worker
-// serves.
-type Orphans struct {
-	Workflow        string    `json:"workflow"`
-	Queue           string    `json:"queue"`
-	Runs            int       `json:"runs"`
-	OldestCreatedAt time.Time `json:"oldest_created_at"`
-}
+// Orphans is record.Orphans, defined there for applications and operators to read.
+type Orphans = record.Orphans
 
 // OrphanedRuns lists, per workflow and queue, the queued runs no live worker
 // serves (the orphaned_runs view).

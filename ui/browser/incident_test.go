@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/sdk"
+	"github.com/tenurehq/tenure/record"
 )
 
 // seedIncident records n failed runs of workflow wf at once, as workers
@@ -122,7 +122,7 @@ func TestUI_ALargeIncidentIsRequeuedAndOldFailuresPurged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var requeues []operator.AuditEntry
+	var requeues []record.AuditEntry
 	for _, a := range audit {
 		if a.Action == "requeue" {
 			requeues = append(requeues, a)
@@ -134,7 +134,7 @@ func TestUI_ALargeIncidentIsRequeuedAndOldFailuresPurged(t *testing.T) {
 	if len(audit) != 2 || audit[1].Action != "purge_failures" || audit[1].Runs != 300 {
 		t.Fatalf("audit rows %+v, want the requeue and the purge", audit)
 	}
-	st, err := s.op.Runs(t.Context(), operator.RunFilter{Workflow: "settlement", Status: sdk.RunQueued, Limit: 10_001})
+	st, err := s.op.Runs(t.Context(), operator.RunFilter{Workflow: "settlement", Status: record.RunQueued, Limit: 10_001})
 	if err != nil || len(st) != 10_000 {
 		t.Fatalf("%d settlement runs queued (%v), want 10,000", len(st), err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/ui"
 )
@@ -58,7 +59,7 @@ func (s *shop) waitingRuns() map[string]uuid.UUID {
 			if err != nil {
 				s.t.Fatal(err)
 			}
-			waits := r.Status == sdk.RunQueued && (r.WaitingFor != "" || r.RunAfter.After(time.Now().Add(time.Minute)) || name == "reconcile")
+			waits := r.Status == record.RunQueued && (r.WaitingFor != "" || r.RunAfter.After(time.Now().Add(time.Minute)) || name == "reconcile")
 			if waits {
 				break
 			}

@@ -30,6 +30,7 @@ import (
 	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -298,7 +299,7 @@ func crashWorkerDuringAttempt(ctx context.Context, client *sdk.Client, op *opera
 	}
 	if err := waitUntil(ctx, deadline, "the worker process never started the attempt", func() (bool, error) {
 		h, err := op.History(ctx, export.ID)
-		return len(h) > 0 && h[0].Status == sdk.AttemptRunning, err
+		return len(h) > 0 && h[0].Status == record.AttemptRunning, err
 	}); err != nil {
 		return fail(err)
 	}

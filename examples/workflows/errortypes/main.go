@@ -36,6 +36,7 @@ import (
 	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -153,7 +154,7 @@ func mainErr(ctx context.Context, out io.Writer) error {
 // result is one customer's outcome, for the test.
 type result struct {
 	err     error
-	history []operator.Attempt
+	history []record.Attempt
 }
 
 // run syncs four customers in schema (recreated) and prints each outcome

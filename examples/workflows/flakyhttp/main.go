@@ -34,6 +34,7 @@ import (
 	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -152,7 +153,7 @@ type outcome struct {
 	quote    Quote
 	quoteErr error
 	missErr  error
-	history  []operator.Attempt
+	history  []record.Attempt
 }
 
 // run prices one product through the flaky API and one unknown product, in

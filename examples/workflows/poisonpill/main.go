@@ -33,6 +33,7 @@ import (
 	"github.com/tenurehq/tenure/devdb"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/store"
@@ -136,7 +137,7 @@ type outcome struct {
 	workers         int    // worker processes started
 	killed          int    // of which the poison killed
 	failure         *sdk.RunError
-	history         []operator.Attempt
+	history         []record.Attempt
 }
 
 // run starts worker processes (the program at self) until the poison run is

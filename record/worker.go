@@ -1,0 +1,54 @@
+package record
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Worker is a worker's row in the registry: what it is, what it serves, the
+// runs it holds and its last heartbeat.
+type Worker struct {
+	// ID is the worker's ID, new at each start.
+	ID uuid.UUID `json:"id"`
+	// Label is the worker's label (runtime.Config.Label): the claimant of
+	// the runs it holds.
+	Label string `json:"label"`
+	// Host and PID are the machine and process it runs in.
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+	// Version is the Tenure version it runs.
+	Version string `json:"version"`
+	// Workflows and Queues are the workflows it registered and the queues
+	// it serves.
+	Workflows []string `json:"workflows"`
+	Queues    []string `json:"queues"`
+	// Concurrency is how many runs it holds at most.
+	Concurrency int `json:"concurrency"`
+	// RunsHeld is how many runs it held at its last heartbeat.
+	RunsHeld int `json:"runs_held"`
+	// StartedAt is when it registered.
+	StartedAt time.Time `json:"started_at"`
+	// LastHeartbeatAt is its last heartbeat, in the statement that renews
+	// its leases.
+	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+	// StoppedAt is when it stopped gracefully; nil while it runs, or when
+	// it died.
+	StoppedAt *time.Time `json:"stopped_at"`
+	// Live is true when the worker beat within three heartbeat intervals
+	// (or its lease TTL, if longer) and has not stopped.
+	Live bool `json:"live"`
+}
+
+// Orphans is the queued runs of one workflow and queue that no live worker
+// serves: they wait until a worker that registers the workflow and serves
+// the queue starts.
+type Orphans struct {
+	// Workflow and Queue say which runs.
+	Workflow string `json:"workflow"`
+	Queue    string `json:"queue"`
+	// Runs counts them.
+	Runs int `json:"runs"`
+	// OldestCreatedAt is when the oldest of them was started.
+	OldestCreatedAt time.Time `json:"oldest_created_at"`
+}
