@@ -7,13 +7,34 @@ import (
 // DefaultSchema is the schema Tenure's tables live in unless WithSchema names another.
 const DefaultSchema = store.DefaultSchema
 
-// Option configures Migrate and Status.
-type Option = store.Option
+// Option configures Migrate, Status, MigrationScript and ScriptFrom.
+type Option func(*options)
+
+// options are what the Options set: the schema, when one names it.
+type options struct {
+	schema string
+	named  bool
+}
 
 // WithSchema puts Tenure's tables in the named schema instead of DefaultSchema.
 // The name must be a lower-case SQL identifier (letters, digits, underscore):
 // ValidateSchema says whether it is.
-func WithSchema(name string) Option { return store.WithSchema(name) }
+func WithSchema(name string) Option {
+	return func(o *options) { o.schema, o.named = name, true }
+}
+
+// internal turns opts into the internal store's options: the last
+// WithSchema wins, as it does there.
+func internal(opts []Option) []store.Option {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.named {
+		return nil
+	}
+	return []store.Option{store.WithSchema(o.schema)}
+}
 
 // ValidateSchema reports whether name can be used as Tenure's schema name:
 // nil for a lower-case SQL identifier, else an error saying why not.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/parser"
+	"go/printer"
 	"go/token"
 	"io/fs"
 	"os"
@@ -80,7 +81,9 @@ func publicPackages(t *testing.T) []pkg {
 }
 
 // exported lists a package's exported names, one per line: "sdk func Start",
-// "sdk method Client.Cancel", "operator type Run = store.Run".
+// "sdk method Client.Cancel", "record type Run", and the exported fields of
+// its struct types with their types, "record field Run.ID uuid.UUID", so
+// that a field added, removed or retyped shows in the list.
 func (p pkg) exported() []string {
 	var out []string
 	add := func(kind, name string) { out = append(out, p.dir+" "+kind+" "+name) }
@@ -109,6 +112,19 @@ func (p pkg) exported() []string {
 						} else {
 							add("type", s.Name.Name)
 						}
+						if st, ok := s.Type.(*ast.StructType); ok && !s.Assign.IsValid() {
+							for _, field := range st.Fields.List {
+								ty := typeString(field.Type)
+								for _, n := range field.Names {
+									if n.IsExported() {
+										add("field", s.Name.Name+"."+n.Name+" "+ty)
+									}
+								}
+								if len(field.Names) == 0 && ast.IsExported(embeddedName(field.Type)) {
+									add("field", s.Name.Name+"."+embeddedName(field.Type)+" "+ty+" (embedded)")
+								}
+							}
+						}
 					case *ast.ValueSpec:
 						for _, n := range s.Names {
 							if n.IsExported() {
@@ -122,6 +138,43 @@ func (p pkg) exported() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestPublicAPI_AliasesNoInternalType keeps every exported type of a public
+// package a type of its own or an alias of another public one: an alias of
+// an internal type (type Run = store.Run) shows no fields in go doc and
+// none in the list, so its fields would change unseen. Records are package
+// record's, which internal packages alias instead.
+func TestPublicAPI_AliasesNoInternalType(t *testing.T) {
+	for _, p := range publicPackages(t) {
+		for _, f := range p.files {
+			imports := importPaths(f)
+			for _, decl := range f.Decls {
+				d, ok := decl.(*ast.GenDecl)
+				if !ok {
+					continue
+				}
+				for _, spec := range d.Specs {
+					s, ok := spec.(*ast.TypeSpec)
+					if !ok || !s.Name.IsExported() || !s.Assign.IsValid() {
+						continue
+					}
+					ast.Inspect(s.Type, func(n ast.Node) bool {
+						sel, ok := n.(*ast.SelectorExpr)
+						if !ok {
+							return true
+						}
+						if x, ok := sel.X.(*ast.Ident); ok && strings.Contains(imports[x.Name]+"/", "/internal/") {
+							t.Errorf("%s: type %s is an alias of %s.%s, a type of an internal package: "+
+								"define it in a public package (record, for a record) and alias that from internal/",
+								p.dir, s.Name.Name, imports[x.Name], sel.Sel.Name)
+						}
+						return true
+					})
+				}
+			}
+		}
+	}
 }
 
 // TestPublicAPI_IsTheListedOne compares the exported names of the public
@@ -296,6 +349,30 @@ func importPaths(f *ast.File) map[string]string {
 		m[name] = ip
 	}
 	return m
+}
+
+// typeString prints a field's type as written: "uuid.UUID", "*time.Time",
+// "func(done, total int)".
+func typeString(e ast.Expr) string {
+	var b strings.Builder
+	if err := printer.Fprint(&b, token.NewFileSet(), e); err != nil {
+		return fmt.Sprintf("%T", e)
+	}
+	return b.String()
+}
+
+// embeddedName is the type name of an embedded field: T, *T, pkg.T.
+func embeddedName(e ast.Expr) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		e = s.X
+	}
+	switch x := e.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.SelectorExpr:
+		return x.Sel.Name
+	}
+	return ""
 }
 
 // exprString prints the short expressions of alias declarations, with the
