@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/operator"
-	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 )
 
 // ages are the age filters offered, in order.
