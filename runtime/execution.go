@@ -52,7 +52,7 @@ type execution struct {
 	counts   map[int]budget
 	nextStep int
 	// deferred is the last step's checkpoint, not yet written: it rides
-	// with the run's next write (see stepRun.checkpoint), which then calls
+	// with the run's next write (see recorder.checkpoint), which then calls
 	// deferredEnded with whether it was recorded.
 	deferred      *store.StepDone
 	deferredEnded func(recorded bool)

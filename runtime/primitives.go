@@ -167,17 +167,23 @@ func (e *execution) handOver(w store.Write, why string) {
 // receive's timeout; 0 for none): a worker's poll would find it up to a
 // PollInterval late, so a near one is woken at its time (wakeAt).
 func (e *execution) suspend(rel store.Release, what string, due ...time.Duration) {
+	e.park(rel, "suspend run ("+what+")", due...)
+	exit()
+}
+
+// park releases the lease for a durable wait (what names the write, for a
+// failure's log), waking the run at due when there is one (see suspend).
+func (e *execution) park(rel store.Release, what string, due ...time.Duration) {
 	e.ending.Store(true)
 	if _, err := e.write(store.Write{Release: &rel}); err != nil {
-		e.writeFailed("suspend run ("+what+")", err)
-		exit()
+		e.writeFailed(what, err)
+		return
 	}
 	if len(due) > 0 {
 		e.w.wakeAt(due[0])
 	}
 	e.w.suspended.Add(1)
 	e.end = SegmentEnd{Outcome: SegmentSuspended}
-	exit()
 }
 
 // Receive implements engine.Executor.
