@@ -161,29 +161,20 @@ func (e *execution) run() {
 		}
 		obs.SegmentEnded(e.ctx, e.seg, e.end)
 	}()
-	ctx := e.ctx
 	wf := e.w.workflowFor(e.claim.Workflow)
+	if !e.load(wf) {
+		return
+	}
+	e.finish(e.invoke(wf)) // invoke does not return when the executor unwound the workflow (exit)
+}
 
-	var lost []store.LostAttempt
-	if !e.claim.Fresh {
-		// Attempts left running by an earlier lease (a crash, or a hand-off
-		// whose attempt could not be closed) are lost: their outcome is unknown.
-		err := e.retry(e.w.writes, func(ctx context.Context) error {
-			var err error
-			lost, err = e.w.store.MarkLost(ctx, e.lease)
-			return err
-		})
-		if err != nil {
-			e.abandon("mark lost attempts", err)
-			return
-		}
-		for _, l := range lost {
-			e.log.Warn("tenure: attempt lost (lease expired while it ran)", "step", l.Step, "attempt", l.Attempt)
-			obs.AttemptLost(ctx, Attempt{
-				RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: l.Activity, Step: l.Step,
-				Attempt: l.Attempt, Rescue: l.Rescue, Epoch: l.Epoch, Worker: l.Worker,
-			}, l.StartedAt, TraceRef{TraceID: l.TraceID, SpanID: l.SpanID})
-		}
+// load readies the run for its replay: attempts an earlier lease left
+// running are marked lost, and the steps loaded. It reports false when the
+// run ended or stopped instead (the backstop failed it, or it was abandoned).
+func (e *execution) load(wf sdk.Definition) bool {
+	lost, ok := e.markLost()
+	if !ok {
+		return false
 	}
 	// The backstop is for crashes outside activities: a reclaim that found a
 	// lost attempt is charged to that step's rescue budget instead (MarkLost
@@ -194,7 +185,7 @@ func (e *execution) run() {
 			ErrorMessage: fmt.Sprintf("lease reclaimed %d times in a row with no attempt started (budget %d): the workflow or its worker crashes outside activities, or its workers lost the database for longer than the lease each time (see the workers' Health and logs)", e.claim.Reclaims, wf.MaxRescues()),
 			ErrorType:    "tenure.Backstop",
 		})
-		return
+		return false
 	}
 	e.steps = map[int]store.Step{}
 	if !e.claim.Fresh { // a run claimed for the first time has no steps: save the round trip
@@ -205,15 +196,46 @@ func (e *execution) run() {
 		})
 		if err != nil {
 			e.abandon("load steps", err)
-			return
+			return false
 		}
 	}
 	e.loadedAt = time.Now()
 	for n, s := range e.steps {
 		e.counts[n] = budget{attempts: s.LastAttempt - s.BudgetFrom, errors: s.Errors, rescues: s.Rescues}
 	}
+	return true
+}
 
-	o := e.invoke(wf) // does not return when the executor unwound the workflow (exit)
+// markLost marks lost the attempts left running by an earlier lease (a
+// crash, or a hand-off whose attempt could not be closed): their outcome is
+// unknown. It reports false when the run was abandoned instead.
+func (e *execution) markLost() ([]store.LostAttempt, bool) {
+	if e.claim.Fresh {
+		return nil, true
+	}
+	var lost []store.LostAttempt
+	err := e.retry(e.w.writes, func(ctx context.Context) error {
+		var err error
+		lost, err = e.w.store.MarkLost(ctx, e.lease)
+		return err
+	})
+	if err != nil {
+		e.abandon("mark lost attempts", err)
+		return nil, false
+	}
+	for _, l := range lost {
+		e.log.Warn("tenure: attempt lost (lease expired while it ran)", "step", l.Step, "attempt", l.Attempt)
+		e.w.cfg.Observer.AttemptLost(e.ctx, Attempt{
+			RunID: e.claim.ID, Workflow: e.claim.Workflow, Activity: l.Activity, Step: l.Step,
+			Attempt: l.Attempt, Rescue: l.Rescue, Epoch: l.Epoch, Worker: l.Worker,
+		}, l.StartedAt, TraceRef{TraceID: l.TraceID, SpanID: l.SpanID})
+	}
+	return lost, true
+}
+
+// finish ends the run with what its workflow returned: completed, failed,
+// or cancelled.
+func (e *execution) finish(o outcome) {
 	switch {
 	case o.err != nil && e.cancelReq.Load():
 		// The workflow returned after its run's Cancel: the run ends
