@@ -104,13 +104,9 @@ func (e *execution) Sleep(ctx context.Context, d time.Duration, until time.Time)
 	} else {
 		// The due time is fixed now, by the database clock, before the
 		// sleep begins: a replay never extends it.
-		res, err := e.write(store.Write{Mark: &store.StepMark{
+		res := e.mustWrite(store.Write{Mark: &store.StepMark{
 			Step: n, Kind: store.KindSleep, Name: string(store.KindSleep), Status: store.StepWaiting, Due: d, DueAt: until,
-		}})
-		if err != nil {
-			e.writeFailed("record sleep", err)
-			exit()
-		}
+		}}, "record sleep")
 		left = res.Marked.DueIn
 		e.steps[n] = store.Step{Step: n, Kind: store.KindSleep, Activity: string(store.KindSleep), Status: store.StepWaiting}
 	}
@@ -142,24 +138,19 @@ func (e *execution) sleepInProcess(ctx context.Context, d time.Duration, handove
 	case <-timer.C:
 		return nil
 	case <-e.w.stopClaim:
-		e.handOver(handover, "shutdown during a durable wait")
+		e.handBack(handover, "shutdown during a durable wait")
 	case <-ctx.Done():
 		switch context.Cause(ctx) {
 		case sdk.ErrCancelled:
 			return sdk.ErrCancelled
 		case errShutdown:
-			e.handOver(handover, "interrupted during a durable wait")
+			e.handBack(handover, "interrupted during a durable wait")
+		default:
+			e.lose("lease lost during a durable wait")
 		}
-		e.lose("lease lost during a durable wait")
-		exit()
 	}
-	panic("unreachable")
-}
-
-// handOver releases the run at shutdown, keeping the wait it is in.
-func (e *execution) handOver(w store.Write, why string) {
-	e.handBack(w, why)
 	exit()
+	panic("unreachable")
 }
 
 // suspend releases the lease for a durable wait and ends the goroutine.
@@ -204,11 +195,7 @@ func (e *execution) Receive(ctx context.Context, name string, timeout time.Durat
 	// One statement consumes the oldest pending signal of the name with the
 	// step's record, or records the step waiting (its timeout fixed at the
 	// first execution), or timed out.
-	res, err := e.write(store.Write{Receive: &store.SignalReceive{Step: n, Name: name, Timeout: timeout}})
-	if err != nil {
-		e.writeFailed("receive signal", err)
-		exit()
-	}
+	res := e.mustWrite(store.Write{Receive: &store.SignalReceive{Step: n, Name: name, Timeout: timeout}}, "receive signal")
 	m := res.Marked
 	e.steps[n] = store.Step{Step: n, Kind: store.KindSignal, Activity: name, Status: m.Status, Output: m.Output}
 	switch m.Status {
@@ -237,10 +224,7 @@ func (e *execution) SetEvent(ctx context.Context, key string, value []byte) erro
 	if err := e.payloadOK(value, fmt.Sprintf("event %q", key)); err != nil {
 		return err
 	}
-	if _, err := e.write(store.Write{SetEvent: &store.EventSet{Step: n, Key: key, Value: value}}); err != nil {
-		e.writeFailed("set event", err)
-		exit()
-	}
+	e.mustWrite(store.Write{SetEvent: &store.EventSet{Step: n, Key: key, Value: value}}, "set event")
 	e.steps[n] = store.Step{Step: n, Kind: store.KindEvent, Activity: key, Status: store.StepCompleted}
 	return nil
 }
@@ -266,11 +250,7 @@ func (e *execution) Record(ctx context.Context, kind string, fn func() ([]byte, 
 			return nil, err
 		}
 	}
-	res, err := e.write(store.Write{Mark: &store.StepMark{Step: n, Kind: k, Name: kind, Status: store.StepCompleted, Output: out}})
-	if err != nil {
-		e.writeFailed("record "+kind, err)
-		exit()
-	}
+	res := e.mustWrite(store.Write{Mark: &store.StepMark{Step: n, Kind: k, Name: kind, Status: store.StepCompleted, Output: out}}, "record "+kind)
 	e.steps[n] = store.Step{Step: n, Kind: k, Activity: kind, Status: store.StepCompleted, Output: res.Marked.Output}
 	return res.Marked.Output, nil
 }
@@ -303,13 +283,9 @@ func (e *execution) StartChild(ctx context.Context, workflow string, input []byt
 	if err := e.payloadOK(input, fmt.Sprintf("child %q input", workflow)); err != nil {
 		return uuid.Nil, n, err
 	}
-	_, err := e.write(store.Write{StartChild: &store.ChildStart{
+	e.mustWrite(store.Write{StartChild: &store.ChildStart{
 		Step: n, ID: id, Workflow: workflow, Queue: queue, Priority: priority, Input: input, Traceparent: e.claim.Traceparent,
-	}})
-	if err != nil {
-		e.writeFailed("start child", err)
-		exit()
-	}
+	}}, "start child")
 	e.steps[n] = store.Step{Step: n, Kind: store.KindChild, Activity: workflow, Status: store.StepWaiting,
 		Child: &store.ChildState{ID: id, Status: store.RunQueued}}
 	return id, n, nil
@@ -350,10 +326,7 @@ func (e *execution) AwaitChild(ctx context.Context, step int) ([]byte, error) {
 			mark.Reason = string(sdk.ReasonCancelled)
 		}
 	}
-	if _, err := e.write(store.Write{Mark: mark}); err != nil {
-		e.writeFailed("record child's end", err)
-		exit()
-	}
+	e.mustWrite(store.Write{Mark: mark}, "record child's end")
 	done := store.Step{Step: step, Kind: store.KindChild, Activity: rec.Activity, Status: mark.Status, Output: mark.Output,
 		Reason: sdk.Reason(mark.Reason), ErrorMessage: mark.ErrorMessage, ErrorType: mark.ErrorType, Child: &c}
 	e.steps[step] = done
@@ -374,6 +347,17 @@ func childError(rec store.Step) error {
 		ce.Status, ce.Reason = record.RunCancelled, ""
 	}
 	return ce
+}
+
+// mustWrite writes w (see execution.write). When the write fails, the run
+// stops (writeFailed) and the workflow goroutine unwinds.
+func (e *execution) mustWrite(w store.Write, what string) store.WriteResult {
+	res, err := e.write(w)
+	if err != nil {
+		e.writeFailed(what, err)
+		exit()
+	}
+	return res
 }
 
 // deferMark holds a step's mark to ride with the run's next write.
