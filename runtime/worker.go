@@ -4,22 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime/pprof"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/committer"
-	"github.com/tenurehq/tenure/internal/listener"
 	"github.com/tenurehq/tenure/internal/override"
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/record"
@@ -73,55 +68,38 @@ type Worker struct {
 	store     *store.Store
 	committer *committer.Committer // every fenced write of every run goes through it
 
+	// The worker's moving parts, which Worker wires and starts.
+	pool     *runPool     // the runs it holds, and their goroutines
+	claimer  *claimer     // claims runs into the pool, and applies the wakes
+	leases   *leaseKeeper // renews the pool's leases
+	registry *registry    // the worker's row in the workers table
+	listener *listener    // LISTENs for runs, wakes and cancels
+
 	mu        sync.Mutex
 	workflows map[string]sdk.Definition
-	running   map[uuid.UUID]*execution
 	started   bool
+	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
 	// overrides replaces activities' functions (package tenuretest); set
 	// once, from the context of Run or Start, before any run is claimed.
 	overrides override.Table
 	policies  *policies // the activities' resolved policies
 
-	wake      chan struct{}        // a slot freed or a run was announced
-	stopClaim chan struct{}        // closed when the worker stops taking new runs
-	names     []string             // the registered workflows, sorted, once started
-	timers    map[*time.Timer]bool // wakeAt's, stopped with the worker (under mu)
-	id        uuid.UUID            // the worker process's ID in the registry
-	// registryOff is set when the worker cannot write its registry row.
-	registryOff atomic.Bool
-	stopOnce    sync.Once
-	interrupt   context.CancelCauseFunc // cancels every execution with errShutdown
-	draining    atomic.Bool
-	done        chan struct{} // closed when Run has returned
-	runs        sync.WaitGroup
-	// idleRuns hands a run to a goroutine of an earlier run that is waiting
-	// for another (see goRun); runLoops counts those goroutines, which end
-	// when stopRuns is closed.
-	idleRuns chan func()
-	stopRuns chan struct{}
-	runLoops sync.WaitGroup
+	// stopClaim is closed, and draining set, when the worker stops taking
+	// new runs: the claimer's, read by the executions.
+	stopClaim <-chan struct{}
+	draining  *atomic.Bool
+	done      chan struct{} // closed when Run has returned
 
-	claimed, completed, failed, cancelled, suspended, released, leasesLost, attempts atomic.Int64
-	dbErrors                                                                         atomic.Int64
-
-	// Wakes (store.ApplyWakes): wakesDue is set by a notice of one, by a
-	// LISTEN taking effect and by wakes left busy; cancelsDue by a LISTEN
-	// taking effect, for the held runs' cancels whose notices it missed.
-	// lastWakes is when the claim loop last applied them, and busyWakes
-	// whether it left some busy (its goroutine's alone): at least every
-	// wakeEvery, whatever the notices.
-	wakesDue, cancelsDue atomic.Bool
-	lastWakes            time.Time
-	busyWakes            bool
+	completed, failed, cancelled, suspended, released, leasesLost, attempts atomic.Int64
+	dbErrors                                                                atomic.Int64
 
 	replication atomic.Pointer[record.Replication] // as last read (Replication)
 
-	// The worker's paths to the database, each retried with backoff while
-	// it fails: Health reports them.
-	claims, renewals, writes, wakeTrouble *trouble
-	waiting                               atomic.Int64 // runs whose write is being retried
-	abandoned                             atomic.Bool  // Shutdown gave up: leases are no longer renewed
-	serving                               atomic.Bool  // between the start of Run and its return
+	// writes is the runs' writes' path to the database, retried with
+	// backoff while it fails: Health reports it with the parts' paths.
+	writes  *trouble
+	waiting atomic.Int64 // runs whose write is being retried
+	serving atomic.Bool  // between the start of Run and its return
 }
 
 // NewWorker returns a worker on pool, or the configuration error: a nil
@@ -144,14 +122,8 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		cfg:       cfg,
 		store:     st,
 		workflows: map[string]sdk.Definition{},
-		running:   map[uuid.UUID]*execution{},
-		wake:      make(chan struct{}, 1),
-		stopClaim: make(chan struct{}),
-		id:        uuid.New(),
 		done:      make(chan struct{}),
 		policies:  &policies{defaults: cfg.Defaults},
-		idleRuns:  make(chan func()),
-		stopRuns:  make(chan struct{}),
 	}
 	w.committer = committer.New(committer.Config{
 		Store: w.store, Connect: w.connect, Timeout: w.cfg.StatementTimeout,
@@ -163,10 +135,24 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		}
 	}
 	log := w.cfg.Logger.With("worker", w.cfg.Label)
-	w.claims = newTrouble("claim runs", troubleLogEvery, log, observe)
-	w.renewals = newTrouble("renew leases", troubleLogEvery, log, observe)
+	w.claimer = &claimer{
+		cfg: &w.cfg, store: st, execution: w.newExecution,
+		claims:  newTrouble("claim runs", troubleLogEvery, log, observe),
+		wakes:   newTrouble("apply wakes", troubleLogEvery, log, observe),
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+	}
+	w.stopClaim, w.draining = w.claimer.stopped, &w.claimer.draining
+	w.pool = newRunPool(w.claimer.signal)
+	w.claimer.pool = w.pool
+	w.registry = &registry{cfg: &w.cfg, store: st, id: uuid.New()}
+	w.leases = &leaseKeeper{
+		cfg: &w.cfg, store: st, pool: w.pool, registry: w.registry,
+		connect: w.connect, checkReplication: w.checkReplication,
+		renewals: newTrouble("renew leases", troubleLogEvery, log, observe),
+	}
 	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
-	w.wakeTrouble = newTrouble("apply wakes", troubleLogEvery, log, observe)
+	w.listener = &listener{cfg: &w.cfg, store: st, connect: w.connect, claims: w.claimer, pool: w.pool}
 	return w, nil
 }
 
@@ -194,10 +180,10 @@ func (w *Worker) Health() error {
 	if !w.serving.Load() {
 		return ErrNotRunning
 	}
-	if w.abandoned.Load() {
+	if w.leases.abandoned.Load() {
 		return fmt.Errorf("tenure worker %s: Shutdown gave up handing runs back; their leases are no longer renewed: %w", w.cfg.Label, ErrNotRunning)
 	}
-	err := errors.Join(w.claims.state(), w.renewals.state(), w.writes.state(), w.wakeTrouble.state(), w.replicationHealth())
+	err := errors.Join(w.claimer.claims.state(), w.leases.renewals.state(), w.writes.state(), w.claimer.wakes.state(), w.replicationHealth())
 	if err != nil {
 		return fmt.Errorf("tenure worker %s unhealthy (%d runs waiting to write): %w", w.cfg.Label, w.waiting.Load(), err)
 	}
@@ -229,7 +215,7 @@ func (w *Worker) Register(defs ...sdk.Definition) error {
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{
-		Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(), Cancelled: w.cancelled.Load(),
+		Claimed: w.claimer.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(), Cancelled: w.cancelled.Load(),
 		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(),
 		Attempts: w.attempts.Load(), Commits: w.committer.Commits(), Writes: w.committer.Writes(),
 		DatabaseErrors: w.dbErrors.Load(),
@@ -271,7 +257,7 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	}
 	defer func() {
 		if err != nil {
-			w.stop()
+			w.claimer.stop()
 			close(w.done)
 		}
 	}()
@@ -284,8 +270,7 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: heartbeat connection: %w", err)
 	}
-	w.names = names
-	w.register(ctx, hb)
+	w.registry.start(ctx, hb, names)
 	w.checkReplication(ctx, hb)
 	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.mu.Lock()
@@ -300,91 +285,19 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		defer w.committer.Stop() // after every run's last write
 		loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 		var bg sync.WaitGroup
-		bg.Go(func() { w.listen(loops) })
-		bg.Go(func() { w.heartbeat(loops, hb) })
+		bg.Go(func() { w.listener.run(loops) })
+		bg.Go(func() { w.leases.run(loops, hb) })
 
-		w.claimLoop(ctx, base, names)
+		w.claimer.run(ctx, base, names)
 		if ctx.Err() != nil {
 			interrupt(errShutdown)
 		}
-		w.runs.Wait() // the heartbeat keeps renewing leases while runs finish
-		close(w.stopRuns)
-		w.runLoops.Wait()
+		w.pool.stop() // the lease keeper keeps renewing leases while runs finish
 		stopLoops()
 		bg.Wait()
-		// The registry's last word: stopped, not dead.
-		if row := w.registryRow(0, true); row != nil {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
-			if err := w.store.Beat(sctx, w.store.Pool(), *row); err != nil {
-				w.cfg.Logger.Warn("tenure: could not mark the worker stopped in the registry; it will read as dead after three heartbeats",
-					"worker", w.cfg.Label, "error", err)
-			}
-			cancel()
-		}
+		w.registry.stop(ctx)
 	}, nil
 }
-
-// register writes the worker's first registry row, and removes the rows of
-// workers gone for a week. The registry is for people: a worker that cannot
-// write it (a role without the grant) runs without it, and says so once.
-func (w *Worker) register(ctx context.Context, conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
-	defer cancel()
-	if err := w.store.Beat(ctx, conn, *w.registryRow(0, false)); err != nil {
-		w.registryFailed(err)
-		return
-	}
-	if err := w.store.PruneWorkers(ctx, conn); err != nil {
-		w.cfg.Logger.Warn("tenure: could not prune the worker registry", "worker", w.cfg.Label, "error", err)
-	}
-}
-
-// registryRefused reports whether the server refused the registry's row
-// itself: a privilege, a missing table or column, a constraint or bad data
-// (SQLSTATE classes 42, 23 and 22). A statement timeout or an admin
-// shutdown is an outage of the whole statement, not a reason to run
-// without the registry for the worker's life.
-func registryRefused(err error) bool {
-	class := sqlState(err)
-	if len(class) < 2 {
-		return false
-	}
-	class = class[:2]
-	return class == "42" || class == "23" || class == "22"
-}
-
-// registryFailed turns the registry off for this worker after a write of
-// its row failed: its leases must never depend on it.
-func (w *Worker) registryFailed(err error) {
-	if w.registryOff.CompareAndSwap(false, true) {
-		w.cfg.Logger.Warn("tenure: the worker cannot write its row in the worker registry and runs without it: "+
-			"tenure workers will not list it, and its workflows' runs may be reported as served by no live worker "+
-			"(grant the worker's role INSERT, UPDATE, DELETE on the workers table: docs/operations.md, Database roles)",
-			"worker", w.cfg.Label, "error", err)
-	}
-}
-
-// registryRow is the worker's row in the registry (store.WorkerBeat), nil
-// once the registry is off for this worker.
-func (w *Worker) registryRow(held int, stopped bool) *store.WorkerBeat {
-	if w.registryOff.Load() {
-		return nil
-	}
-	return &store.WorkerBeat{
-		ID: w.id, Label: w.cfg.Label, Host: hostname, PID: os.Getpid(), Version: sdk.Version,
-		Workflows: w.names, Queues: w.cfg.Queues, Concurrency: w.cfg.Concurrency, Held: held,
-		Interval: w.cfg.HeartbeatInterval, TTL: w.cfg.LeaseTTL, Stopped: stopped,
-	}
-}
-
-// hostname is the machine's name, for the registry.
-var hostname = func() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return "unknown"
-	}
-	return h
-}()
 
 func (w *Worker) start() ([]string, error) {
 	w.mu.Lock()
@@ -402,19 +315,6 @@ func (w *Worker) start() ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
-}
-
-func (w *Worker) stop() {
-	w.stopOnce.Do(func() {
-		w.draining.Store(true)
-		close(w.stopClaim)
-		w.mu.Lock()
-		for t := range w.timers {
-			t.Stop()
-		}
-		w.timers = nil
-		w.mu.Unlock()
-	})
 }
 
 // Shutdown stops claiming, lets running attempts finish until ctx ends, then
@@ -439,7 +339,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	if !started {
 		return nil
 	}
-	w.stop()
+	w.claimer.stop()
 	handoff := min(w.cfg.StatementTimeout, 2*time.Second)
 	drain := ctx
 	if deadline, ok := ctx.Deadline(); ok {
@@ -476,313 +376,15 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return cut
 	case <-hctx.Done():
 	}
-	w.mu.Lock()
-	n := len(w.running)
-	w.mu.Unlock()
-	w.abandoned.Store(true) // no more renewals: the leases expire, and with them the writes' retries
+	n := w.pool.count()
+	w.leases.abandoned.Store(true) // no more renewals: the leases expire, and with them the writes' retries
 	return fmt.Errorf("%w: %d runs not handed back in time (the database is slow or unreachable); each is rescued once its lease expires", cut, n)
 }
 
-// signal wakes the claim loop without blocking.
-func (w *Worker) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
 // wakeAt wakes the claim loop d from now, when that is sooner than its next
-// poll could be: a run it suspended until then (a receive's timeout, a
-// sleep) is claimed on time rather than up to a PollInterval late. Later
-// times are left to the poll; the timers stop with the worker.
-func (w *Worker) wakeAt(d time.Duration) {
-	if d <= 0 || d > w.cfg.PollInterval {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.draining.Load() {
-		return
-	}
-	var t *time.Timer
-	t = time.AfterFunc(d+time.Millisecond, func() { // just after the due time, by the database's clock too
-		w.signal()
-		w.mu.Lock()
-		delete(w.timers, t)
-		w.mu.Unlock()
-	})
-	if w.timers == nil {
-		w.timers = map[*time.Timer]bool{}
-	}
-	w.timers[t] = true
-}
-
-// claimLoop claims runs while there are free slots, until stopped. While
-// claims fail it backs off, deaf to wake-ups: every finished run and every
-// notice would otherwise retry at once.
-func (w *Worker) claimLoop(ctx, base context.Context, names []string) {
-	ticker := time.NewTicker(w.cfg.PollInterval)
-	defer ticker.Stop()
-	bo := newBackoff(max(w.cfg.PollInterval, 10*time.Millisecond), 30*time.Second)
-	for {
-		full, err := w.claimOnce(ctx, base, names)
-		if err != nil {
-			if !sleep(ctx, bo.delay(), w.stopClaim) {
-				if ctx.Err() != nil {
-					w.stop()
-				}
-				return
-			}
-			continue
-		}
-		bo.reset()
-		if full {
-			continue // a full batch: more may be due
-		}
-		select {
-		case <-ctx.Done():
-			w.stop()
-			return
-		case <-w.stopClaim:
-			return
-		case <-w.wake:
-		case <-ticker.C:
-		}
-	}
-}
-
-// wakeEvery is how often a worker applies the wakes (store.ApplyWakes)
-// when no notice tells it of one: what a lost notice can delay a signal's
-// wake-up, or the record of a cancel.
-const wakeEvery = time.Second
-
-// claimOnce fills free slots, after applying the wakes when they are due
-// (then even with no slot free); it reports whether it got as many runs as it
-// asked for, or the claim's error.
-func (w *Worker) claimOnce(ctx, base context.Context, names []string) (full bool, _ error) {
-	if w.draining.Load() || ctx.Err() != nil {
-		return false, nil
-	}
-	w.mu.Lock()
-	free := w.cfg.Concurrency - len(w.running)
-	var held []uuid.UUID
-	cancels := w.cancelsDue.Swap(false)
-	if cancels {
-		for id := range w.running {
-			held = append(held, id)
-		}
-	}
-	w.mu.Unlock()
-	wake := w.wakesDue.Swap(false) || cancels || time.Since(w.lastWakes) >= wakeEvery
-	if free <= 0 && !wake {
-		return false, nil
-	}
-	began := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
-	var claimed []store.Claimed
-	var woken store.Woken
-	var err error
-	if wake {
-		claimed, woken, err = w.store.ClaimWaking(cctx, held, names, w.cfg.Queues, max(free, 0), w.cfg.Label, w.cfg.LeaseTTL)
-		var pgErr *pgconn.PgError
-		if err != nil && errors.As(err, &pgErr) && ctx.Err() == nil {
-			// The server refused the wakes' statements (a role without
-			// the grants on wakes, say): claims must not wait for them.
-			// They are tried again at the next poll, and said wrong in
-			// Health; the claim goes on alone.
-			w.wakeTrouble.failed(err)
-			w.lastWakes = began
-			claimed, woken, err = nil, store.Woken{}, nil
-			if free > 0 {
-				claimed, err = w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
-			}
-			wake = false
-		} else if err == nil {
-			w.wakeTrouble.ok()
-		}
-	} else {
-		claimed, err = w.store.Claim(cctx, names, w.cfg.Queues, free, w.cfg.Label, w.cfg.LeaseTTL)
-	}
-	cancel()
-	if err != nil {
-		if wake { // not applied: the next try
-			w.wakesDue.Store(true)
-			w.cancelsDue.Store(w.cancelsDue.Load() || cancels)
-		}
-		if ctx.Err() != nil {
-			return false, nil
-		}
-		// A claim whose outcome is unknown (the connection was lost during
-		// its commit) may have taken runs: their leases expire unrenewed and
-		// they are reclaimed, with no attempt lost.
-		w.claims.failed(err)
-		return false, err
-	}
-	w.claims.ok()
-	if wake {
-		w.lastWakes = began
-		w.woken(woken)
-	}
-	for _, c := range claimed {
-		w.claimed.Add(1)
-		e := w.newExecution(base, c, began)
-		w.mu.Lock()
-		old := w.running[c.ID]
-		w.running[c.ID] = e
-		w.mu.Unlock()
-		if old != nil {
-			// This worker held the run under an older lease, which expired
-			// (it froze, or its lease was ended for it): that execution is
-			// no longer heartbeated, so it is stopped here, as a renewal
-			// missing its lease would.
-			old.lose("the run was reclaimed under a newer lease")
-		}
-		w.goRun(func() {
-			defer func() {
-				w.mu.Lock()
-				if w.running[c.ID] == e { // this worker may hold the run again under a newer lease
-					delete(w.running, c.ID)
-				}
-				w.mu.Unlock()
-				w.signal()
-			}()
-			e.run()
-		})
-	}
-	return free > 0 && len(claimed) == free, nil
-}
-
-// woken acts on what applying the wakes found: the held runs whose cancel
-// was asked are cancelled (their notices were missed), and wakes whose
-// rows were busy are tried again soon (a commit in flight ends in
-// milliseconds), then, while they stay busy (a caller's open transaction),
-// at each poll.
-func (w *Worker) woken(woken store.Woken) {
-	for _, id := range woken.Cancelled {
-		w.mu.Lock()
-		e := w.running[id]
-		w.mu.Unlock()
-		if e != nil {
-			e.requestCancel()
-		}
-	}
-	if woken.Applied >= store.WakesApplied {
-		w.wakesDue.Store(true) // more may be waiting: at once
-		w.signal()
-	}
-	if woken.Left > 0 && !w.busyWakes {
-		w.wakesDue.Store(true)
-		w.wakeAt(wakeRetry)
-	}
-	w.busyWakes = woken.Left > 0
-}
-
-// wakeRetry is how soon wakes left busy are tried again.
-const wakeRetry = 20 * time.Millisecond
-
-// goRun runs f, a claimed run's execution, on a goroutine that an earlier
-// run has finished with, when one is waiting, or on a new one. A run's
-// goroutine grows its stack to the depth of the workflow and its steps
-// (JSON decoding, the write path): a new goroutine per run paid that growth
-// every time (runtime.newstack was 17% of a worker's CPU per one-step run).
-// A goroutine whose run ends by runtime.Goexit (the executor unwinding the
-// workflow) ends with it. The goroutines waiting for runs end when the
-// worker stops (stopRuns). A run's slot is freed (the claim loop woken)
-// just before its goroutine waits for the next, so a claim may find none
-// waiting yet and start another: there are at most about twice Concurrency.
-// A goroutine carries over nothing of a run but what code of the run left
-// on it: its pprof labels are reset; an OS thread an activity locked to it
-// (runtime.LockOSThread without UnlockOSThread) stays locked for the runs
-// after, where a goroutine of its own would have ended with it.
-func (w *Worker) goRun(f func()) {
-	w.runs.Add(1)
-	task := func() {
-		defer w.runs.Done()
-		f()
-	}
-	select {
-	case w.idleRuns <- task:
-	default:
-		w.runLoops.Add(1)
-		go w.runLoop(task)
-	}
-}
-
-func (w *Worker) runLoop(task func()) {
-	defer w.runLoops.Done()
-	for {
-		task()
-		task = nil // nothing of the run kept while waiting
-		pprof.SetGoroutineLabels(context.Background())
-		select {
-		case task = <-w.idleRuns:
-		case <-w.stopRuns:
-			return
-		}
-	}
-}
-
-// listen wakes the claim loop when a run is announced. It reconnects while
-// the database is unreachable and stops for good when its notices do not
-// arrive (a transaction pooler, see package listener), or not at all with
-// PollOnly: the claim loop's poll finds every run anyway, only later.
-func (w *Worker) listen(ctx context.Context) {
-	if w.cfg.PollOnly {
-		return
-	}
-	_ = listener.Run(ctx, listener.Config{
-		Channel: w.store.RunsChannel(),
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			if w.cfg.ListenConfig != nil {
-				return pgx.ConnectConfig(ctx, w.cfg.ListenConfig.Copy())
-			}
-			return w.connect(ctx)
-		},
-		Send:      w.store.Notify,
-		Dropped:   w.store.Dropped,
-		Listening: w.listening,
-		Notify:    w.notified,
-		Retry:     w.cfg.PollInterval,
-		Timeout:   w.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
-		Logger:    w.cfg.Logger,
-		What:      "run notifications",
-		Meanwhile: fmt.Sprintf("polling every %s", w.cfg.PollInterval),
-		Fix: "Give the worker a direct connection to PostgreSQL for LISTEN (runtime.Config.ListenConfig), " +
-			"or set runtime.Config.PollOnly to poll without listening (docs/operations.md, Connection poolers).",
-		Attrs: []any{"worker", w.cfg.Label},
-	})
-}
-
-// listening is called each time the worker's LISTEN takes effect: what was
-// announced before is claimed, the wakes applied, and the cancels of the runs
-// it holds read again, so that a cancel whose notice it missed (sent before
-// this LISTEN, or while it reconnected) is not left for the next heartbeat.
-func (w *Worker) listening() {
-	w.wakesDue.Store(true)
-	w.cancelsDue.Store(true)
-	w.signal()
-}
-
-// notified handles a notice on the runs channel: a run to claim (any
-// payload), a wake to apply ("wake", a signal sent), or the Cancel of a run
-// ("cancel:<id>"), which the worker holding it carries out at once, and
-// which is a wake too.
-func (w *Worker) notified(payload string) {
-	if id, ok := strings.CutPrefix(payload, "cancel:"); ok {
-		w.wakesDue.Store(true)
-		if run, err := uuid.Parse(id); err == nil {
-			w.mu.Lock()
-			e := w.running[run]
-			w.mu.Unlock()
-			if e != nil {
-				e.requestCancel()
-			}
-		}
-	} else if payload == "wake" {
-		w.wakesDue.Store(true)
-	}
-	w.signal()
-}
+// poll could be (claimer.wakeAt): a run suspended until then is claimed on
+// time.
+func (w *Worker) wakeAt(d time.Duration) { w.claimer.wakeAt(d) }
 
 // connect opens a connection of the worker's own, outside the pool, with the
 // pool's settings: the LISTEN and heartbeat connections never take a slot
@@ -792,177 +394,6 @@ func (w *Worker) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
 	defer cancel()
 	return pgx.ConnectConfig(ctx, w.store.Pool().Config().ConnConfig.Copy())
-}
-
-// heartbeat renews every held lease in one statement per interval, and stops
-// the runs whose lease is gone, or whose lease it could not renew in time. It
-// uses a connection of its own: activities holding every pooled connection
-// (transactional ones do, for their whole call) must not starve it. A
-// renewal that fails is tried again with backoff, sooner than the next beat;
-// each try gives up in time to stop, before its lease can expire, a run it
-// could not renew.
-func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) {
-	timer := time.NewTimer(w.cfg.HeartbeatInterval)
-	defer timer.Stop()
-	defer func() {
-		if conn != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	bo := newBackoff(min(100*time.Millisecond, w.cfg.HeartbeatInterval), w.cfg.HeartbeatInterval)
-	checked := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		next := w.cfg.HeartbeatInterval
-		if err := w.beat(ctx, &conn); err != nil {
-			next = bo.delay()
-		} else {
-			bo.reset()
-			if conn != nil && time.Since(checked) >= ReplicationCheckInterval {
-				checked = time.Now()
-				w.checkReplication(ctx, conn)
-			}
-		}
-		// A lease not renewed (the renewal failed, or its row was busy)
-		// must be stopped as its time runs out, not at the next beat.
-		timer.Reset(max(min(next, w.leaseLeft()), 10*time.Millisecond))
-	}
-}
-
-// leaseLeft is the least time any held lease can still be ours.
-func (w *Worker) leaseLeft() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	least := w.cfg.LeaseTTL
-	for _, e := range w.running {
-		if !e.lost.Load() { // a lost run may linger (its activity ignoring its context)
-			least = min(least, e.leaseLeft())
-		}
-	}
-	return least
-}
-
-// beat renews every held lease once.
-func (w *Worker) beat(ctx context.Context, conn **pgx.Conn) error {
-	w.mu.Lock()
-	held := make([]*execution, 0, len(w.running))
-	for _, e := range w.running {
-		held = append(held, e)
-	}
-	w.mu.Unlock()
-	if w.abandoned.Load() {
-		// Shutdown gave up on these runs: their leases run out, which ends
-		// their writes' retries, and they are rescued elsewhere.
-		for _, e := range held {
-			if e.leaseLeft() <= 0 {
-				e.lose("not renewed after Shutdown gave up handing the run back")
-			}
-		}
-		return nil
-	}
-	// The try ends before the first of these leases can expire, by our own
-	// clock, so that its run is stopped in time if the renewal fails. A
-	// lease already past its TTL can no longer be ours.
-	timeout := w.cfg.StatementTimeout
-	leases := make([]store.Lease, 0, len(held))
-	live := held[:0]
-	for _, e := range held {
-		left := e.leaseLeft()
-		if left <= 0 && !e.ending.Load() {
-			e.lose("lease not renewed within its TTL")
-			continue
-		}
-		live = append(live, e)
-		leases = append(leases, e.lease)
-		timeout = min(timeout, max(left, 10*time.Millisecond))
-	}
-	held = live
-	began := time.Now()
-	var renewed map[store.Lease]store.LeaseState
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	var err error
-	if *conn == nil {
-		*conn, err = w.connect(tctx)
-	}
-	if err == nil && len(held) == 0 {
-		// Nothing to renew: the beat keeps the registry row alone.
-		if row := w.registryRow(0, false); row != nil {
-			if err = w.store.Beat(tctx, *conn, *row); registryRefused(err) {
-				w.registryFailed(err) // the server refused the row: no outage
-				err = nil
-			}
-		}
-		if err != nil {
-			_ = (*conn).Close(context.WithoutCancel(ctx))
-			*conn = nil
-		}
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.renewals.failed(err, "leases", 0)
-			return err
-		}
-		if err == nil {
-			w.renewals.ok()
-		}
-		return nil
-	}
-	if err == nil {
-		row := w.registryRow(len(held), false)
-		renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, row)
-		if row != nil && registryRefused(err) {
-			// The server refused the statement: the registry's part may be
-			// the cause, and leases never wait for it.
-			w.registryFailed(err)
-			renewed, err = w.store.Renew(tctx, *conn, leases, w.cfg.LeaseTTL, nil)
-		}
-		if err != nil { // the connection may be broken: open a fresh one next time
-			_ = (*conn).Close(context.WithoutCancel(ctx))
-			*conn = nil
-		}
-	}
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		w.renewals.failed(err, "leases", len(leases))
-		// Without a renewal the lease may expire: stop what can no
-		// longer be ours. Durations on our own clock, never compared
-		// with the database's.
-		for _, e := range held {
-			if e.leaseLeft() <= 0 {
-				e.lose("lease not renewed within its TTL")
-			}
-		}
-		return err
-	}
-	w.renewals.ok()
-	for _, e := range held {
-		st, ours := renewed[e.lease]
-		switch {
-		case st.Renewed:
-			e.renewed(began)
-			if st.CancelRequested {
-				e.requestCancel()
-			}
-		case e.ending.Load():
-			// Our own last write may have ended the lease; its
-			// fenced result says whether the lease was lost.
-		case ours:
-			// Still ours, but its row was locked by a write in flight:
-			// the next beat renews it, unless the TTL ran out meanwhile.
-			if e.leaseLeft() <= 0 {
-				e.lose("lease not renewed within its TTL")
-			}
-		default:
-			e.lose("heartbeat found the lease taken or the run cancelled")
-		}
-	}
-	return nil
 }
 
 func (w *Worker) workflowFor(name string) sdk.Definition {

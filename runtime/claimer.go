@@ -1,0 +1,236 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tenurehq/tenure/internal/store"
+)
+
+// claimer takes the runs the worker executes, one claim statement for as
+// many as it has free slots, and applies the wakes (store.ApplyWakes) with
+// it: signals sent, cancels asked. It claims while run runs, until stop.
+type claimer struct {
+	cfg   *Config
+	store *store.Store
+	pool  *runPool
+	// execution makes the execution of a claimed run (Worker.newExecution).
+	execution func(base context.Context, c store.Claimed, claimedAt time.Time) *execution
+	// The claims' and the wakes' paths to the database, each retried with
+	// backoff while it fails: Health reports them.
+	claims, wakes *trouble
+	claimed       atomic.Int64 // leases taken (Stats.Claimed)
+
+	wake     chan struct{} // a slot freed or a run was announced
+	stopped  chan struct{} // closed when the worker stops taking new runs
+	draining atomic.Bool   // set with stopped
+	stopOnce sync.Once
+	mu       sync.Mutex
+	timers   map[*time.Timer]bool // wakeAt's, stopped with the claimer (under mu)
+
+	// Wakes: wakesDue is set by a notice of one, by a LISTEN taking effect
+	// and by wakes left busy; cancelsDue by a LISTEN taking effect, for the
+	// held runs' cancels whose notices it missed. lastWakes is when the
+	// claim loop last applied them, and busyWakes whether it left some busy
+	// (its goroutine's alone): at least every wakeEvery, whatever the
+	// notices.
+	wakesDue, cancelsDue atomic.Bool
+	lastWakes            time.Time
+	busyWakes            bool
+}
+
+// run claims runs of the workflows names while there are free slots, until
+// stopped, or until ctx ends, which stops it; base is the runs' context.
+// While claims fail it backs off, deaf to wake-ups: every finished run and
+// every notice would otherwise retry at once.
+func (c *claimer) run(ctx, base context.Context, names []string) {
+	ticker := time.NewTicker(c.cfg.PollInterval)
+	defer ticker.Stop()
+	bo := newBackoff(max(c.cfg.PollInterval, 10*time.Millisecond), 30*time.Second)
+	for {
+		full, err := c.claimOnce(ctx, base, names)
+		if err != nil {
+			if !sleep(ctx, bo.delay(), c.stopped) {
+				if ctx.Err() != nil {
+					c.stop()
+				}
+				return
+			}
+			continue
+		}
+		bo.reset()
+		if full {
+			continue // a full batch: more may be due
+		}
+		select {
+		case <-ctx.Done():
+			c.stop()
+			return
+		case <-c.stopped:
+			return
+		case <-c.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// stop ends the claims, and the timers of wakeAt: the worker takes no new
+// run. It may be called more than once.
+func (c *claimer) stop() {
+	c.stopOnce.Do(func() {
+		c.draining.Store(true)
+		close(c.stopped)
+		c.mu.Lock()
+		for t := range c.timers {
+			t.Stop()
+		}
+		c.timers = nil
+		c.mu.Unlock()
+	})
+}
+
+// signal wakes the claim loop without blocking.
+func (c *claimer) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeAt wakes the claim loop d from now, when that is sooner than its next
+// poll could be: a run it suspended until then (a receive's timeout, a
+// sleep) is claimed on time rather than up to a PollInterval late. Later
+// times are left to the poll; the timers stop with the claimer.
+func (c *claimer) wakeAt(d time.Duration) {
+	if d <= 0 || d > c.cfg.PollInterval {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining.Load() {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d+time.Millisecond, func() { // just after the due time, by the database's clock too
+		c.signal()
+		c.mu.Lock()
+		delete(c.timers, t)
+		c.mu.Unlock()
+	})
+	if c.timers == nil {
+		c.timers = map[*time.Timer]bool{}
+	}
+	c.timers[t] = true
+}
+
+// wakeEvery is how often a worker applies the wakes (store.ApplyWakes)
+// when no notice tells it of one: what a lost notice can delay a signal's
+// wake-up, or the record of a cancel.
+const wakeEvery = time.Second
+
+// claimOnce fills free slots, after applying the wakes when they are due
+// (then even with no slot free); it reports whether it got as many runs as it
+// asked for, or the claim's error.
+func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full bool, _ error) {
+	if c.draining.Load() || ctx.Err() != nil {
+		return false, nil
+	}
+	cancels := c.cancelsDue.Swap(false)
+	n, held := c.pool.holding(cancels)
+	free := c.cfg.Concurrency - n
+	wake := c.wakesDue.Swap(false) || cancels || time.Since(c.lastWakes) >= wakeEvery
+	if free <= 0 && !wake {
+		return false, nil
+	}
+	began := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
+	claimed, woken, wake, err := c.claim(ctx, cctx, wake, held, names, free, began)
+	cancel()
+	if err != nil {
+		if wake { // not applied: the next try
+			c.wakesDue.Store(true)
+			c.cancelsDue.Store(c.cancelsDue.Load() || cancels)
+		}
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		// A claim whose outcome is unknown (the connection was lost during
+		// its commit) may have taken runs: their leases expire unrenewed and
+		// they are reclaimed, with no attempt lost.
+		c.claims.failed(err)
+		return false, err
+	}
+	c.claims.ok()
+	if wake {
+		c.lastWakes = began
+		c.woken(woken)
+	}
+	for _, run := range claimed {
+		c.claimed.Add(1)
+		c.pool.run(run.ID, c.execution(base, run, began))
+	}
+	return free > 0 && len(claimed) == free, nil
+}
+
+// claim takes up to free runs, in one statement with the wakes when wake is
+// set (reading the cancels of the held runs). The server refusing the
+// wakes' statements, the claim goes on alone: wake is then returned false,
+// as it is when the wakes were not to be applied.
+func (c *claimer) claim(ctx, cctx context.Context, wake bool, held []uuid.UUID, names []string, free int, began time.Time) (
+	claimed []store.Claimed, woken store.Woken, _ bool, err error,
+) {
+	if !wake {
+		claimed, err = c.store.Claim(cctx, names, c.cfg.Queues, free, c.cfg.Label, c.cfg.LeaseTTL)
+		return claimed, woken, false, err
+	}
+	claimed, woken, err = c.store.ClaimWaking(cctx, held, names, c.cfg.Queues, max(free, 0), c.cfg.Label, c.cfg.LeaseTTL)
+	if err == nil {
+		c.wakes.ok()
+		return claimed, woken, true, nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || ctx.Err() != nil {
+		return claimed, woken, true, err
+	}
+	// The server refused the wakes' statements (a role without the grants
+	// on wakes, say): claims must not wait for them. They are tried again
+	// at the next poll, and said wrong in Health; the claim goes on alone.
+	c.wakes.failed(err)
+	c.lastWakes = began
+	claimed, woken, err = nil, store.Woken{}, nil
+	if free > 0 {
+		claimed, err = c.store.Claim(cctx, names, c.cfg.Queues, free, c.cfg.Label, c.cfg.LeaseTTL)
+	}
+	return claimed, woken, false, err
+}
+
+// woken acts on what applying the wakes found: the held runs whose cancel
+// was asked are cancelled (their notices were missed), and wakes whose
+// rows were busy are tried again soon (a commit in flight ends in
+// milliseconds), then, while they stay busy (a caller's open transaction),
+// at each poll.
+func (c *claimer) woken(woken store.Woken) {
+	for _, id := range woken.Cancelled {
+		if e := c.pool.get(id); e != nil {
+			e.requestCancel()
+		}
+	}
+	if woken.Applied >= store.WakesApplied {
+		c.wakesDue.Store(true) // more may be waiting: at once
+		c.signal()
+	}
+	if woken.Left > 0 && !c.busyWakes {
+		c.wakesDue.Store(true)
+		c.wakeAt(wakeRetry)
+	}
+	c.busyWakes = woken.Left > 0
+}
+
+// wakeRetry is how soon wakes left busy are tried again.
+const wakeRetry = 20 * time.Millisecond

@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/internal/store"
+
+	// The package's name is this file's type's.
+	pglisten "github.com/tenurehq/tenure/internal/listener"
+)
+
+// listener is the worker's LISTEN on the runs channel: it wakes the claimer
+// when a run is announced or a wake is due, and cancels a held run at its
+// Cancel's notice.
+type listener struct {
+	cfg     *Config
+	store   *store.Store
+	connect func(context.Context) (*pgx.Conn, error) // Worker.connect
+	claims  *claimer
+	pool    *runPool
+}
+
+// run listens until ctx ends. It reconnects while the database is
+// unreachable and stops for good when its notices do not arrive (a
+// transaction pooler, see package listener), or does not listen at all with
+// PollOnly: the claim loop's poll finds every run anyway, only later.
+func (l *listener) run(ctx context.Context) {
+	if l.cfg.PollOnly {
+		return
+	}
+	_ = pglisten.Run(ctx, pglisten.Config{
+		Channel: l.store.RunsChannel(),
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			if l.cfg.ListenConfig != nil {
+				return pgx.ConnectConfig(ctx, l.cfg.ListenConfig.Copy())
+			}
+			return l.connect(ctx)
+		},
+		Send:      l.store.Notify,
+		Dropped:   l.store.Dropped,
+		Listening: l.listening,
+		Notify:    l.notified,
+		Retry:     l.cfg.PollInterval,
+		Timeout:   l.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
+		Logger:    l.cfg.Logger,
+		What:      "run notifications",
+		Meanwhile: fmt.Sprintf("polling every %s", l.cfg.PollInterval),
+		Fix: "Give the worker a direct connection to PostgreSQL for LISTEN (runtime.Config.ListenConfig), " +
+			"or set runtime.Config.PollOnly to poll without listening (docs/operations.md, Connection poolers).",
+		Attrs: []any{"worker", l.cfg.Label},
+	})
+}
+
+// listening is called each time the worker's LISTEN takes effect: what was
+// announced before is claimed, the wakes applied, and the cancels of the runs
+// it holds read again, so that a cancel whose notice it missed (sent before
+// this LISTEN, or while it reconnected) is not left for the next heartbeat.
+func (l *listener) listening() {
+	l.claims.wakesDue.Store(true)
+	l.claims.cancelsDue.Store(true)
+	l.claims.signal()
+}
+
+// notified handles a notice on the runs channel: a run to claim (any
+// payload), a wake to apply ("wake", a signal sent), or the Cancel of a run
+// ("cancel:<id>"), which the worker holding it carries out at once, and
+// which is a wake too.
+func (l *listener) notified(payload string) {
+	if id, ok := strings.CutPrefix(payload, "cancel:"); ok {
+		l.claims.wakesDue.Store(true)
+		if run, err := uuid.Parse(id); err == nil {
+			if e := l.pool.get(run); e != nil {
+				e.requestCancel()
+			}
+		}
+	} else if payload == "wake" {
+		l.claims.wakesDue.Store(true)
+	}
+	l.claims.signal()
+}
