@@ -26,7 +26,18 @@ type leaseKeeper struct {
 	// while it fails: Health reports it.
 	renewals  *trouble
 	abandoned atomic.Bool // Shutdown gave up: leases are no longer renewed
+	loop      loop        // run's goroutine, between start and stop
 }
+
+// start renews the leases on conn in a goroutine of its own (run) until
+// stop, or until ctx ends; conn is closed when it stops.
+func (k *leaseKeeper) start(ctx context.Context, conn *pgx.Conn) {
+	k.loop = startLoop(ctx, func(ctx context.Context) { k.run(ctx, conn) })
+}
+
+// stop ends the renewals and waits for the last one: call it once the run
+// pool has stopped, so that every run keeps its lease until it ends.
+func (k *leaseKeeper) stop() { k.loop.stop() }
 
 // run renews every held lease once per interval on conn, until ctx ends. It
 // uses a connection of its own: activities holding every pooled connection

@@ -23,7 +23,17 @@ type listener struct {
 	connect func(context.Context) (*pgx.Conn, error) // Worker.connect
 	claims  *claimer
 	pool    *runPool
+	loop    loop // run's goroutine, between start and stop
 }
+
+// start listens in a goroutine of its own (run) until stop, or until ctx
+// ends.
+func (l *listener) start(ctx context.Context) {
+	l.loop = startLoop(ctx, l.run)
+}
+
+// stop ends the LISTEN and waits for its connection to close.
+func (l *listener) stop() { l.loop.stop() }
 
 // run listens until ctx ends. It reconnects while the database is
 // unreachable and stops for good when its notices do not arrive (a

@@ -283,18 +283,19 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		defer interrupt(nil)
 		w.committer.Start()
 		defer w.committer.Stop() // after every run's last write
-		loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-		var bg sync.WaitGroup
-		bg.Go(func() { w.listener.run(loops) })
-		bg.Go(func() { w.leases.run(loops, hb) })
+		// The listener and the lease keeper outlive ctx: they serve the
+		// drain, and stop after it.
+		loops := context.WithoutCancel(ctx)
+		w.listener.start(loops)
+		w.leases.start(loops, hb)
 
 		w.claimer.run(ctx, base, names)
 		if ctx.Err() != nil {
 			interrupt(errShutdown)
 		}
 		w.pool.stop() // the lease keeper keeps renewing leases while runs finish
-		stopLoops()
-		bg.Wait()
+		w.listener.stop()
+		w.leases.stop()
 		w.registry.stop(ctx)
 	}, nil
 }
