@@ -137,7 +137,6 @@ func TestCallerTransaction_OpenForLongerThanALeaseHoldsUpNoWorker(t *testing.T) 
 		// A run in its steps, one due soon, one whose worker freezes, one
 		// to cancel: each is sent a signal in the open transaction.
 		x, _ := sdk.Start(c.ctx, c.client, c.long, 1)
-		d, _ := sdk.Start(c.ctx, c.client, c.quick, 2, sdk.WithDelay(300*time.Millisecond))
 		y, _ := sdk.Start(c.ctx, c.client, c.long, 3)
 		frozen := c.cfg
 		frozen.LeaseTTL, frozen.HeartbeatInterval, frozen.Queues = time.Minute, 30*time.Second, []string{"frozen"}
@@ -146,6 +145,9 @@ func TestCallerTransaction_OpenForLongerThanALeaseHoldsUpNoWorker(t *testing.T) 
 		eventually(t, "the frozen worker's attempt", func() bool {
 			return q[int](c.env, `SELECT count(*) FROM {schema}.attempts WHERE run_id = $1`, r.ID) == 1
 		})
+		// Started last, so that a slow start of the frozen worker cannot let
+		// it end before it is sent its signal.
+		d, _ := sdk.Start(c.ctx, c.client, c.quick, 2, sdk.WithDelay(300*time.Millisecond))
 		tx := c.open(t)
 		opened := time.Now()
 		for _, id := range []uuid.UUID{x.ID, d.ID, y.ID, r.ID} {
