@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -146,5 +147,37 @@ func TestObserver_AttemptWhoseCheckpointIsRefusedIsReportedLost(t *testing.T) {
 				t.Fatalf("observer heard %v, want the refused attempt reported lost", got)
 			}
 		})
+	}
+}
+
+// An activity that ends its goroutine instead of returning (runtime.Goexit,
+// as t.FailNow does) ends no attempt of its own: the observer still hears
+// of the attempt, lost, and then of the rescue that completes the step.
+func TestObserver_AttemptWhoseActivityExitsItsGoroutineIsReportedLost(t *testing.T) {
+	e := newEnv(t)
+	act := activities.New("quit", func(ctx context.Context, x in) (int, error) {
+		if info, _ := activities.InfoFrom(ctx); info.Attempt == 1 {
+			goruntime.Goexit()
+		}
+		return x.N, nil
+	})
+	wf := oneStep(act)
+	obs := &outcomes{}
+	cfg := e.config()
+	cfg.Observer = obs
+	e.worker(cfg, wf)
+	r, err := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the attempt reported", func() bool { return len(obs.list()) >= 1 })
+	if got := obs.list(); got[0] != "quit#1:lost" {
+		t.Fatalf("observer heard %v, want the attempt whose goroutine ended reported lost", got)
+	}
+	if err := e.store.ExpireLease(e.ctx, r.ID); err != nil { // its goroutine is gone: no need to wait for the lease
+		t.Fatal(err)
+	}
+	if out, err := result(t, r); err != nil || out != 1 {
+		t.Fatalf("after the rescue: %d, %v; want the step completed", out, err)
 	}
 }

@@ -18,10 +18,11 @@ import (
 // The executor makes one attempt of a step: it takes what the attempt
 // needs, has its start recorded, invokes the activity (under its timeout,
 // in its transaction, catching its panic) and classifies what came of it.
-// It returns that as an attempt, which the step's recorder writes; the
-// executor writes nothing itself but the attempt's start, through the
-// recorder, durable before the activity is invoked (what at most once
-// rests on).
+// It returns that as an attempt, which the step's recorder writes. The
+// executor writes only the attempt's start, through the recorder, durable
+// before the activity is invoked (what at most once rests on), and, for a
+// transactional step, the checkpoint in the step's own transaction
+// (invokeTx), which is that transaction's commit.
 
 // verdict is what comes of an attempt, which says what the recorder writes.
 type verdict int
@@ -146,7 +147,16 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 			return a.stopped(abandoned, "begin the step's transaction", err)
 		}
 	}
+	// An activity that ends its goroutine (runtime.Goexit, t.FailNow in a
+	// test) returns nothing: the observer still hears of its attempt, lost.
+	returned := false
+	defer func() {
+		if !returned {
+			s.rec.report(a, false)
+		}
+	}()
 	out, stack, callErr := s.invoke(a.actx, stx, rescue, timeout)
+	returned = true
 	return s.classify(ctx, a, stx, out, stack, callErr, started.Elapsed, timeout)
 }
 

@@ -17,8 +17,8 @@ import (
 // failure, the hand-back of a run an attempt was interrupted in. It tells
 // the observer of each attempt's end once that is recorded; an attempt
 // whose end cannot be recorded is reported lost. A write that fails stops
-// the run (writeFailed): the recorder returns errUnwind, and the attempt
-// loop unwinds the workflow.
+// the run (writeFailed): the recorder returns errUnwind, which the attempt
+// loop returns to Step, and Step unwinds the workflow.
 type recorder struct {
 	e     *execution
 	step  int
