@@ -43,6 +43,7 @@ func ExampleMigrate() {
 	// 12 checks true
 	// 13 ui_polish true
 	// 14 cli true
+	// 15 purge_children true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -74,7 +75,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (14, 'cli');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (15, 'purge_children');
 	//
 	// COMMIT;
 }
@@ -94,5 +95,6 @@ func ExampleScriptFrom() {
 	// Output:
 	// 13 ui_polish true
 	// 14 cli true
+	// 15 purge_children true
 	// true
 }

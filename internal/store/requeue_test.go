@@ -214,6 +214,50 @@ func TestPurge_DeletesOnlyWhatItSaysAndCountsIt(t *testing.T) {
 	}
 }
 
+// A purge keeps a finished child run while its parent may still read it
+// (queued, running, or failed and so requeueable): a parent resuming after
+// its child was purged would wait for it for ever. Once the parent
+// completes, the next purge takes both.
+func TestPurge_KeepsAChildItsParentMayStillRead(t *testing.T) {
+	st := newStore(t)
+	h := newHistory(t, st)
+	parent := h.run(outcome{workflow: "parent", activity: "a"})
+	child := h.run(outcome{workflow: "child", activity: "a"})
+	failedChild := h.run(outcome{workflow: "child", activity: "a", errors: 1, reason: "non_retryable"})
+	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.runs SET parent_run_id = $1, parent_step = 1 WHERE id = ANY ($2)`,
+		parent, []uuid.UUID{child, failedChild})
+	for _, status := range []string{"queued", "running", "failed"} {
+		exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.runs SET status = $2, finished_at = CASE WHEN $2 = 'failed' THEN now() END,
+			lease_expires_at = CASE WHEN $2 = 'running' THEN now() + interval '1 minute' END WHERE id = $1`,
+			parent, status)
+		if p, err := st.PurgeCompleted(t.Context(), store.PurgeOptions{}); err != nil || p.Runs != 0 {
+			t.Fatalf("parent %s: purge of completed runs %+v, %v; want the child kept", status, p, err)
+		}
+		if p, err := st.PurgeCompleted(t.Context(), store.PurgeOptions{Before: time.Now().Add(time.Hour)}); err != nil || p.Runs != 0 {
+			t.Fatalf("parent %s: purge of completed runs by cutoff %+v, %v; want the child kept", status, p, err)
+		}
+		sample, _, err := st.PurgeSample(t.Context(), store.PurgeOptions{}, 0)
+		if err != nil || slices.ContainsFunc(sample, func(c store.PurgeCandidate) bool { return c.RunID != parent }) {
+			t.Fatalf("parent %s: purge sample %+v, %v; want the failed child kept", status, sample, err)
+		}
+		if p, err := st.PurgeFailures(t.Context(), store.PurgeOptions{}); err != nil || p.Runs != 0 {
+			t.Fatalf("parent %s: purge of failures %+v, %v; want the failed child kept", status, p, err)
+		}
+	}
+	for _, id := range []uuid.UUID{child, failedChild} {
+		if _, err := st.GetRun(t.Context(), id); err != nil {
+			t.Fatalf("child %s purged while its parent may read it: %v", id, err)
+		}
+	}
+	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.runs SET status = 'completed', finished_at = now() - interval '1 second' WHERE id = $1`, parent)
+	if p, err := st.PurgeCompleted(t.Context(), store.PurgeOptions{}); err != nil || p.Runs != 2 {
+		t.Fatalf("once the parent completed: purge of completed runs %+v, %v; want the parent and its child", p, err)
+	}
+	if p, err := st.PurgeFailures(t.Context(), store.PurgeOptions{}); err != nil || p.Runs != 1 {
+		t.Fatalf("once the parent completed: purge of failures %+v, %v; want the failed child", p, err)
+	}
+}
+
 func TestListRunsStepRecordsAndFailureCounts(t *testing.T) {
 	st := newStore(t)
 	h := newHistory(t, st)
