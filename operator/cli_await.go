@@ -29,7 +29,7 @@ type AwaitOptions struct {
 	// notice, so a caller that follows them polls more often.
 	Poll time.Duration
 	// Steps makes each read count the run's ended steps as well
-	// (Progress.StepsEnded and LastStepEnd), for Progress to follow them.
+	// (record.Progress.StepsEnded and LastStepEnd), for Progress to follow them.
 	Steps bool
 	// Progress, when set, is called with each read of the run's progress,
 	// the first and the last (the one that finds the run ended) included;

@@ -78,7 +78,7 @@ func (op *Operator) RequeueFailures(ctx context.Context, f RequeueFilter, o Requ
 }
 
 // RequeueFailureIDs requeues the runs whose open failure rows are exactly
-// failureIDs (Failure.ID, as a preview listed them), with one audit_log row
+// failureIDs (record.Failure.ID, as a preview listed them), with one audit_log row
 // carrying note. A run requeued meanwhile, which may have failed again with
 // another failure row, is left alone: what is put back is a subset of what
 // was previewed. filter, recorded in the audit row beside the IDs, says how

@@ -42,8 +42,8 @@ type Wait struct {
 	Child  uuid.UUID // WaitChild's run
 }
 
-// WaitingFor says what run waits for, from its row alone (Run.WaitingFor,
-// "sleep", "signal:<name>" or "child:<id>", and Run.RunAfter): the one
+// WaitingFor says what run waits for, from its row alone (record.Run.WaitingFor,
+// "sleep", "signal:<name>" or "child:<id>", and record.Run.RunAfter): the one
 // reading of those columns, which the web UI completes with the run's
 // attempts (a backoff) and workers (none serves it), and the CLI prints. A
 // run that is not queued waits for nothing (WaitNone).

@@ -38,8 +38,8 @@ type Failure struct {
 	// RequeuedAt is when the run was requeued, closing this failure; nil
 	// while it is open.
 	RequeuedAt *time.Time
-	// RequeueCount is the run's Requeues as the requeue that closed this
-	// failure read them; 0 while it is open.
+	// RequeueCount is the run's Requeues after the requeue that closed this
+	// failure (1 for the first); 0 while it is open.
 	RequeueCount int
 }
 

@@ -39,15 +39,17 @@ type AuditEntry struct {
 	// Actor is the database role that took it.
 	Actor string
 	// Action is what was done: requeue, purge_completed, purge_failures,
-	// cancel.
+	// cancel, delete.
 	Action string
 	// Runs counts the runs requeued, cancelled or deleted.
 	Runs int64
-	// Failures counts the failure rows deleted (purges); 0 otherwise.
+	// Failures counts the failure rows deleted (purges, delete); 0
+	// otherwise.
 	Failures int64
 	// Filter is how the runs were selected, as recorded (JSON object).
 	Filter map[string]any
-	// RunIDs are the runs a requeue put back, or the run cancelled; nil for
+	// RunIDs are the runs a requeue put back, the run cancelled, or every
+	// run a delete removed (the run first, then its child runs); nil for
 	// purges.
 	RunIDs []uuid.UUID
 	// Note is the note given with the action; empty for none.

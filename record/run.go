@@ -32,8 +32,9 @@ type Run struct {
 	Output []byte
 	// ErrorMessage is the error a failed run ended with; empty otherwise.
 	ErrorMessage string
-	// Claimant is the label of the worker that holds or last held the run's
-	// lease; empty when no worker ever claimed it.
+	// Claimant is the label of the worker holding the run's lease (a
+	// running run, its lease possibly expired); empty otherwise: an end, a
+	// release or a suspension clears it.
 	Claimant string
 	// Epoch is the run's fencing token: 0 before its first claim, one more
 	// at each claim. A worker's writes are accepted only at the epoch it
@@ -79,8 +80,8 @@ type RunSummary struct {
 	Key string
 	// Status is where the run is in its life.
 	Status RunStatus
-	// Claimant is the label of the worker holding or last holding the
-	// lease; empty when no worker ever claimed it.
+	// Claimant is the label of the worker holding the run's lease (a
+	// running run); empty otherwise (Run.Claimant).
 	Claimant string
 	// Epoch is the run's fencing token (Run.Epoch).
 	Epoch int64

@@ -248,7 +248,8 @@ func TestReplication_AWorkerReportsCommitsNotSynchronouslyReplicated(t *testing.
 				if r.Mode != record.ReplicationAsynchronous || r.Standbys != 1 || warnings != 1 {
 					t.Fatalf("replication %+v, %d warnings in the log; want asynchronous with 1 standby, said once\n%s", r, warnings, logs.String())
 				}
-				if err := w.Health(); err == nil || !strings.Contains(err.Error(), "not synchronously replicated") {
+				if err := w.Health(); err == nil || !strings.Contains(err.Error(), "not synchronously replicated") ||
+					!strings.Contains(err.Error(), "(Config.RequireSynchronousReplication)") {
 					t.Fatalf("Health %v, want the asynchronous standby reported", err)
 				}
 				if got := obs.last(); got.Mode != record.ReplicationAsynchronous {

@@ -77,5 +77,5 @@ func (w *Worker) replicationHealth() error {
 type replicationError struct{ r record.Replication }
 
 func (e *replicationError) Error() string {
-	return "replication: " + e.r.Description + " (Config.RequireSynchronousrecord.Replication)"
+	return "replication: " + e.r.Description + " (Config.RequireSynchronousReplication)"
 }

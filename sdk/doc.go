@@ -165,7 +165,7 @@
 // # Durable primitives
 //
 // Besides activities, a workflow may wait and coordinate with durable
-// primitives. Each is a step of its own kind (a [StepKind]), recorded once
+// primitives. Each is a step of its own kind (a [record.StepKind]), recorded once
 // and replayed from its record, never done again: not after a crash, a
 // suspension or a requeue.
 //
@@ -271,6 +271,7 @@
 //     that prove it.
 //   - [SQL reference] and [Operations]: what on-call needs.
 //
+// [record.StepKind]: https://pkg.go.dev/github.com/tenurehq/tenure/record#StepKind
 // [runtime.NewWorker]: https://pkg.go.dev/github.com/tenurehq/tenure/runtime#NewWorker
 // [runtime.Worker.Start]: https://pkg.go.dev/github.com/tenurehq/tenure/runtime#Worker.Start
 // [runtime.Worker.Shutdown]: https://pkg.go.dev/github.com/tenurehq/tenure/runtime#Worker.Shutdown
