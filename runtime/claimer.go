@@ -15,7 +15,7 @@ import (
 
 // claimer takes the runs the worker executes, one claim statement for as
 // many as it has free slots, and applies the wakes (store.ApplyWakes) with
-// it: signals sent, cancels asked. It claims while run runs, until stop.
+// it: signals sent, cancels asked. It claims from start until stop.
 type claimer struct {
 	cfg   *Config
 	store *store.Store
@@ -31,6 +31,7 @@ type claimer struct {
 	stopped  chan struct{} // closed when the worker stops taking new runs
 	draining atomic.Bool   // set with stopped
 	stopOnce sync.Once
+	done     chan struct{} // closed when the claim loop has returned (start)
 	mu       sync.Mutex
 	timers   map[*time.Timer]bool // wakeAt's, stopped with the claimer (under mu)
 
@@ -44,6 +45,19 @@ type claimer struct {
 	lastWakes            time.Time
 	busyWakes            bool
 }
+
+// start claims in a goroutine of its own (run) until stop, or until ctx
+// ends; wait returns once it has.
+func (c *claimer) start(ctx, base context.Context, names []string) {
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		c.run(ctx, base, names)
+	}()
+}
+
+// wait returns once the claim loop that start began has returned.
+func (c *claimer) wait() { <-c.done }
 
 // run claims runs of the workflows names while there are free slots, until
 // stopped, or until ctx ends, which stops it; base is the runs' context.
@@ -173,7 +187,7 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 	}
 	for _, run := range claimed {
 		c.claimed.Add(1)
-		c.pool.run(run.ID, c.execution(base, run, began))
+		c.pool.start(run.ID, c.execution(base, run, began))
 	}
 	return free > 0 && len(claimed) == free, nil
 }

@@ -34,10 +34,10 @@ func newRunPool(freed func()) *runPool {
 	}
 }
 
-// run holds e as the execution of run id and runs it; when it ends, it is
+// start holds e as the execution of run id and runs it; when it ends, it is
 // dropped (unless the run is held again under a newer lease) and its slot
 // freed.
-func (p *runPool) run(id uuid.UUID, e *execution) {
+func (p *runPool) start(id uuid.UUID, e *execution) {
 	p.mu.Lock()
 	old := p.running[id]
 	p.running[id] = e

@@ -289,7 +289,8 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		w.listener.start(loops)
 		w.leases.start(loops, hb)
 
-		w.claimer.run(ctx, base, names)
+		w.claimer.start(ctx, base, names)
+		w.claimer.wait()
 		if ctx.Err() != nil {
 			interrupt(errShutdown)
 		}
