@@ -4,7 +4,8 @@
 -- the parent waiting for a run that no longer exists, for ever. A finished
 -- child whose parent is queued, running or failed (a requeue replays it) is
 -- kept, as delete_run keeps it (TN003), until its parent completes or is
--- cancelled; the purge after that takes it.
+-- cancelled; the purge after that takes it. The two purges of completed
+-- runs now share one body (_purge_completed), as those of failures do.
 
 -- _parent_may_read says whether the run's parent, if any, may still read it:
 -- it is queued, running or failed. A parent that no longer exists reads
@@ -29,11 +30,12 @@ LANGUAGE sql STABLE AS $$
       AND NOT {schema}._parent_may_read(r.parent_run_id)
 $$;
 
-CREATE OR REPLACE FUNCTION {schema}.purge_completed(
-    older_than interval,
-    workflow   text DEFAULT NULL,
-    dry_run    boolean DEFAULT false,
-    note       text DEFAULT NULL)
+-- _purge_completed is purge_completed and purge_completed_before, as
+-- _purge_failures is for failures: one predicate chooses the runs that
+-- completed or were cancelled before the cutoff, without failure history
+-- and without a parent that may read them, for the dry run and the
+-- deletion alike; the audit row records filter and the workflow.
+CREATE FUNCTION {schema}._purge_completed(before timestamptz, workflow text, dry_run boolean, note text, filter jsonb)
 RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
@@ -41,16 +43,11 @@ DECLARE
     ids uuid[];
     n   bigint;
 BEGIN
-    IF older_than IS NULL OR older_than < interval '0' THEN
-        RAISE EXCEPTION 'purge_completed: older_than must be a non-negative interval, got %', older_than
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    -- One predicate chooses the runs, for the dry run and the deletion alike.
     SELECT coalesce(array_agg(r.id), '{}') INTO ids
     FROM {schema}.runs r
     WHERE r.status IN ('completed', 'cancelled')
-      AND r.finished_at < now() - purge_completed.older_than
-      AND (purge_completed.workflow IS NULL OR r.workflow = purge_completed.workflow)
+      AND r.finished_at < _purge_completed.before
+      AND (_purge_completed.workflow IS NULL OR r.workflow = _purge_completed.workflow)
       AND NOT EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id)
       AND NOT {schema}._parent_may_read(r.parent_run_id);
     n := cardinality(ids);
@@ -58,11 +55,27 @@ BEGIN
         DELETE FROM {schema}.runs r WHERE r.id = ANY (ids);
         INSERT INTO {schema}.audit_log (action, runs, failures, filter, note)
         VALUES ('purge_completed', n, 0,
-                jsonb_strip_nulls(jsonb_build_object('older_than', purge_completed.older_than::text,
-                                                     'workflow', purge_completed.workflow)),
-                purge_completed.note);
+                filter || jsonb_strip_nulls(jsonb_build_object('workflow', _purge_completed.workflow)),
+                _purge_completed.note);
     END IF;
     RETURN QUERY SELECT n, 0::bigint;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.purge_completed(
+    older_than interval,
+    workflow   text DEFAULT NULL,
+    dry_run    boolean DEFAULT false,
+    note       text DEFAULT NULL)
+RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION 'purge_completed: older_than must be a non-negative interval, got %', older_than
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY SELECT * FROM {schema}._purge_completed(now() - older_than, workflow, dry_run, note,
+                                                        jsonb_build_object('older_than', older_than::text));
 END
 $$;
 
@@ -73,30 +86,11 @@ CREATE OR REPLACE FUNCTION {schema}.purge_completed_before(
     note     text DEFAULT NULL)
 RETURNS TABLE (runs_deleted bigint, failures_deleted bigint)
 LANGUAGE plpgsql VOLATILE AS $$
-#variable_conflict use_column
-DECLARE
-    ids uuid[];
-    n   bigint;
 BEGIN
-    IF purge_completed_before.before IS NULL THEN
+    IF before IS NULL THEN
         RAISE EXCEPTION 'purge_completed: the cutoff must not be NULL' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT coalesce(array_agg(r.id), '{}') INTO ids
-    FROM {schema}.runs r
-    WHERE r.status IN ('completed', 'cancelled')
-      AND r.finished_at < purge_completed_before.before
-      AND (purge_completed_before.workflow IS NULL OR r.workflow = purge_completed_before.workflow)
-      AND NOT EXISTS (SELECT 1 FROM {schema}.failures f WHERE f.run_id = r.id)
-      AND NOT {schema}._parent_may_read(r.parent_run_id);
-    n := cardinality(ids);
-    IF NOT dry_run THEN
-        DELETE FROM {schema}.runs r WHERE r.id = ANY (ids);
-        INSERT INTO {schema}.audit_log (action, runs, failures, filter, note)
-        VALUES ('purge_completed', n, 0,
-                jsonb_strip_nulls(jsonb_build_object('before', purge_completed_before.before,
-                                                     'workflow', purge_completed_before.workflow)),
-                purge_completed_before.note);
-    END IF;
-    RETURN QUERY SELECT n, 0::bigint;
+    RETURN QUERY SELECT * FROM {schema}._purge_completed(before, workflow, dry_run, note,
+                                                        jsonb_build_object('before', before));
 END
 $$;
