@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/policy"
 )
 
@@ -32,6 +33,63 @@ type Activity[In, Out any] struct {
 	fn   func(context.Context, pgx.Tx, In) (Out, error)
 	tx   bool
 	opts []policy.Option
+	ds   *flow.Downstream
+	key  func(In) string
+}
+
+// Limited is implemented by an activity that calls a downstream (see
+// Activity.Calls): the runtime admits each of its attempts under the
+// downstream's limits, for the key taken from its input.
+type Limited interface {
+	// Downstream is the downstream the activity calls.
+	Downstream() *flow.Downstream
+	// Key is the key of the downstream's limits for this JSON input ("" for
+	// one key for all calls).
+	Key(input []byte) (string, error)
+}
+
+// Calls returns a copy of a that calls downstream d: each attempt is
+// admitted under d's limits (concurrency, rate, retry budget, breaker)
+// before it starts, and waits, charged nothing, while they deny it. key
+// takes the key of per-key limits from the input (a tenant, an account);
+// nil: one key for all calls. Calls panics on a nil d, as New does on a bad
+// declaration. See package flow.
+func (a *Activity[In, Out]) Calls(d *flow.Downstream, key func(In) string) *Activity[In, Out] {
+	if d == nil {
+		panic(fmt.Errorf("activity %q: Calls(nil): %w", a.name, ErrInvalidDeclaration))
+	}
+	c := *a
+	c.ds, c.key = d, key
+	return &c
+}
+
+// Downstream returns the downstream a calls (see Calls), or nil.
+func (a *Activity[In, Out]) Downstream() *flow.Downstream { return a.ds }
+
+// MaxKey is the longest key, in bytes, that an activity's key function may
+// return: a longer one fails the step (a key is stored in rows and indexes).
+const MaxKey = 200
+
+// ErrBadKey marks a key longer than MaxKey.
+var ErrBadKey = errors.New("downstream key too long")
+
+// Key decodes input and returns its key under the downstream's limits
+// ("" without a key function). An input that does not decode wraps
+// ErrBadInput; a key longer than MaxKey wraps ErrBadKey; both are
+// permanent.
+func (a *Activity[In, Out]) Key(input []byte) (string, error) {
+	if a.key == nil {
+		return "", nil
+	}
+	var in In
+	if err := json.Unmarshal(input, &in); err != nil {
+		return "", policy.Permanent(fmt.Errorf("activity %q: %w: %w", a.name, ErrBadInput, err))
+	}
+	k := a.key(in)
+	if len(k) > MaxKey {
+		return "", policy.Permanent(fmt.Errorf("activity %q: key of downstream %q is %d bytes, at most %d: %w", a.name, a.ds.Name(), len(k), MaxKey, ErrBadKey))
+	}
+	return k, nil
 }
 
 // New declares an activity with its default policy. The policy is validated

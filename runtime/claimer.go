@@ -26,6 +26,7 @@ type claimer struct {
 	// backoff while it fails: Health reports them.
 	claims, wakes *trouble
 	claimed       atomic.Int64 // leases taken (Stats.Claimed)
+	flows         *flows       // swept about once a second
 
 	wake     chan struct{} // a slot freed or a run was announced
 	stopped  chan struct{} // closed when the worker stops taking new runs
@@ -155,6 +156,7 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 	if c.draining.Load() || ctx.Err() != nil {
 		return false, nil
 	}
+	c.flows.sweep(ctx, c.cfg.Observer, c.cfg.StatementTimeout)
 	cancels := c.cancelsDue.Swap(false)
 	n, held := c.pool.holding(cancels)
 	free := c.cfg.Concurrency - n

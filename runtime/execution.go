@@ -61,6 +61,9 @@ type execution struct {
 	deferredMarks []*store.StepMark
 	// loadedAt is when steps were loaded: their DueIn counts from then.
 	loadedAt time.Time
+	// holding is what the last admitted attempt took under its
+	// downstream's limits, given back by the run's next write.
+	holding *store.FlowGive
 }
 
 // budget is what a step has spent: attempts, errors, and rescues, which
@@ -396,6 +399,7 @@ func (e *execution) write(w store.Write) (store.WriteResult, error) {
 		w.StepDone = e.deferred
 	}
 	e.deferred, e.deferredEnded = nil, nil
+	w.Give, e.holding = e.holding, nil // the last attempt's capacity, if it took any
 	res, err := e.commit(w)
 	if ended != nil {
 		ended(err == nil)

@@ -43,6 +43,9 @@ const (
 	// abandoned: an infrastructure error (fault); nothing more is written,
 	// the lease expires and the run is rescued.
 	abandoned
+	// throttled: a downstream's limit denied the attempt, which was not
+	// recorded; the write that asked parked the run.
+	throttled
 )
 
 // attempt is one attempt of a step as its executor found it: the value the
@@ -58,6 +61,7 @@ type attempt struct {
 	delay   time.Duration    // before the run is due again (handedBack)
 	why     string           // the hand-back's, loss's or abandonment's reason
 	fault   error            // the infrastructure error it was abandoned on
+	denial  *store.Denial    // why a limit denied it (throttled)
 
 	// The observer's view of the attempt, from AttemptStarted.
 	actx  context.Context
@@ -125,10 +129,14 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 	a.began = time.Now()
 
 	// The attempt row is committed before the activity is invoked (with the
-	// previous step's checkpoint, when that was deferred).
-	started, err := s.rec.start(a, s.policyJSON, ref)
+	// previous step's checkpoint, when that was deferred), once admitted
+	// under its downstream's limits, in the same write.
+	started, err := s.begin(a, ref, rescue)
 	if err != nil {
 		return a.stopped(abandoned, "start attempt", err)
+	}
+	if started.Denied != nil {
+		return s.throttled(a, *started.Denied)
 	}
 	s.b.attempts++
 	s.e.counts[s.n] = s.b

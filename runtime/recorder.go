@@ -30,12 +30,12 @@ type recorder struct {
 // start records that attempt a begins. The write commits before the caller
 // invokes the activity: an at-most-once step's attempt found started is
 // never run again.
-func (r *recorder) start(a attempt, policyJSON []byte, ref TraceRef) (store.WriteResult, error) {
+func (r *recorder) start(a attempt, policyJSON []byte, ref TraceRef, take *store.FlowTake) (store.WriteResult, error) {
 	res, err := r.e.write(store.Write{StartAttempt: &store.AttemptStart{
 		Step: r.step, Attempt: a.number, Activity: r.act.Name(), Policy: policyJSON,
-		Rescue: a.rescue, Worker: r.e.w.cfg.Label, TraceID: ref.TraceID, SpanID: ref.SpanID,
+		Rescue: a.rescue, Worker: r.e.w.cfg.Label, TraceID: ref.TraceID, SpanID: ref.SpanID, Take: take,
 	}})
-	if err == nil {
+	if err == nil && res.Denied == nil {
 		r.e.w.attempts.Add(1)
 	}
 	return res, err
@@ -47,6 +47,7 @@ func (r *recorder) start(a attempt, policyJSON []byte, ref TraceRef) (store.Writ
 // a once the delay is over: its span covers it), and errUnwind when the run
 // stops here.
 func (r *recorder) record(a attempt) ([]byte, error) {
+	r.e.settle(a) // what the attempt's end gives back, if it took capacity
 	switch a.verdict {
 	case succeeded:
 		return a.out, r.checkpoint(a)
@@ -74,6 +75,8 @@ func (r *recorder) record(a attempt) ([]byte, error) {
 		r.e.lose(a.why)
 	case abandoned:
 		r.e.abandon(a.why, a.fault)
+	case throttled:
+		r.e.parked(*a.denial)
 	}
 	r.report(a, true)
 	return nil, errUnwind
@@ -100,6 +103,8 @@ func (a attempt) report(recorded bool) AttemptEnd {
 	switch a.verdict {
 	case succeeded:
 		end.Outcome = record.AttemptSucceeded
+	case throttled:
+		end.Outcome = AttemptThrottled
 	case gaveUp, retry, handedBack:
 		end.Outcome, end.Delay, end.DelaySource = a.end.Status, a.end.Delay, a.end.DelaySource
 	}

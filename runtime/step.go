@@ -41,8 +41,12 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	if err := e.cancelled(ctx, fmt.Sprintf("activity %q", act.Name()), n); err != nil {
 		return nil, err
 	}
+	sf, err := e.flowOf(declared, input, n)
+	if err != nil {
+		return nil, fmt.Errorf("activity %q: %w", act.Name(), err)
+	}
 	s := &stepRun{
-		e: e, n: n, act: act, input: input, pol: pol, policyJSON: polJSON, prior: prior,
+		e: e, n: n, act: act, input: input, pol: pol, policyJSON: polJSON, prior: prior, flow: sf,
 		rec: recorder{e: e, step: n, act: act, pol: pol, codec: codec},
 	}
 	out, err := s.run(ctx)
@@ -86,6 +90,7 @@ type stepRun struct {
 	pol   policy.Retry
 	prior store.Step // the step's record; zero for a new step
 	rec   recorder
+	flow  *stepFlow // the downstream it calls, if any
 
 	policyJSON []byte // pol, as recorded on its attempts
 	attempt    int

@@ -41,6 +41,9 @@ type Stats struct {
 	Released   int64 // runs handed back at shutdown
 	LeasesLost int64 // runs abandoned because their lease moved on
 	Attempts   int64 // activity attempts started
+	// Throttled counts the steps a downstream's limit denied: each run was
+	// parked (counted in Suspended too) without an attempt.
+	Throttled int64
 	// Commits counts the transactions that carried the runs' writes, and
 	// Writes the runs' writes they carried: Writes/Commits is how many runs
 	// shared each commit (see docs/benchmarks.md).
@@ -83,6 +86,7 @@ type Worker struct {
 	// once, from the context of Run or Start, before any run is claimed.
 	overrides override.Table
 	policies  *policies // the activities' resolved policies
+	flows     *flows    // the downstreams its activities call
 
 	// stopClaim is closed, and draining set, when the worker stops taking
 	// new runs: the claimer's, read by the executions.
@@ -90,8 +94,8 @@ type Worker struct {
 	draining  *atomic.Bool
 	done      chan struct{} // closed when Run has returned
 
-	completed, failed, cancelled, suspended, released, leasesLost, attempts atomic.Int64
-	dbErrors                                                                atomic.Int64
+	completed, failed, cancelled, suspended, released, leasesLost, attempts, throttled atomic.Int64
+	dbErrors                                                                           atomic.Int64
 
 	replication atomic.Pointer[record.Replication] // as last read (Replication)
 
@@ -152,6 +156,8 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		renewals: newTrouble("renew leases", troubleLogEvery, log, observe),
 	}
 	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
+	w.flows = &flows{store: st, label: w.cfg.Label, log: log}
+	w.claimer.flows = w.flows
 	w.listener = &listener{cfg: &w.cfg, store: st, connect: w.connect, claims: w.claimer, pool: w.pool}
 	return w, nil
 }
@@ -216,7 +222,7 @@ func (w *Worker) Register(defs ...sdk.Definition) error {
 func (w *Worker) Stats() Stats {
 	return Stats{
 		Claimed: w.claimer.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(), Cancelled: w.cancelled.Load(),
-		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(),
+		Suspended: w.suspended.Load(), Released: w.released.Load(), LeasesLost: w.leasesLost.Load(), Throttled: w.throttled.Load(),
 		Attempts: w.attempts.Load(), Commits: w.committer.Commits(), Writes: w.committer.Writes(),
 		DatabaseErrors: w.dbErrors.Load(),
 	}

@@ -49,6 +49,10 @@ type Write struct {
 	CancelRun *RunCancel
 	// Release gives up the lease and queues the run again.
 	Release *Release
+	// Give gives back the capacity of the run's last admitted attempt
+	// (see AttemptStart.Take); it is applied before a Take of the same
+	// write.
+	Give *FlowGive
 	// WakeParent is set when the run is a child: a parent waiting for it is
 	// woken when this write ends it.
 	WakeParent bool
@@ -87,6 +91,10 @@ type WriteResult struct {
 	Age time.Duration
 	// Marked is, for a Mark or a Receive, what the step now records.
 	Marked Marked
+	// Denied is set, with Err nil, when the write's StartAttempt.Take was
+	// refused by a limit: the attempt was not recorded, the run was parked
+	// (its lease given up) and the rest of the write applied.
+	Denied *Denial
 }
 
 // Commit applies many runs' writes in one transaction and one round trip: one
@@ -112,7 +120,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 	b := &pgx.Batch{}
 	c.queue(s, b)
 	res := s.send(ctx, db, planWrite, b)
-	fenced, err := c.read(res)
+	fenced, denied, err := c.read(res)
 	if cerr := res.Close(); err == nil {
 		err = cerr
 	}
@@ -138,6 +146,10 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 			if c.has[k][i] {
 				ok = fenced[k].has(id)
 			}
+		}
+		if d, no := denied[id]; no && c.flow.takes[i] {
+			out[i].Denied = &d
+			continue
 		}
 		if !ok {
 			out[i].Err = ErrLeaseLost
@@ -284,6 +296,7 @@ type commitBatch struct {
 		waitFor    []string
 		untilSteps []int32
 	}
+	flow         flowParts   // capacity taken and given back
 	waiting      []uuidParam // runs released to wait for a signal or a child
 	parents      []uuidParam // child runs this batch ends
 	parentEpochs []int64
@@ -294,6 +307,7 @@ type commitBatch struct {
 	wakeRuns bool // a run was released due at once
 
 	order    []kind // the statements queued, in order
+	flowAt   int    // the call of _flow is read before order[flowAt]; -1: none
 	notifies int    // the notices queued after them
 }
 
@@ -340,6 +354,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.values = append(x.values, string(f.ErrorValue))
 	}
 	c.addPrimitives(i, w, id, ep)
+	c.flow.add(i, w, id, ep)
 	if a := w.StartAttempt; a != nil {
 		c.mark(kindStart, i)
 		x := &c.start
@@ -751,6 +766,11 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	ch := &c.child
 	q(kindStartChild, sqlStartChild, ch.ids, ch.epochs, ch.steps, ch.children, ch.workflows, ch.queues,
 		ch.priorities, ch.inputs, ch.traceparents)
+	c.flowAt = -1
+	if c.flow.any() {
+		c.flow.queue(s, b)
+		c.flowAt = len(c.order) // read before the statement queued next
+	}
 	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
 		st.rescues, st.workers, st.traceIDs, st.spanIDs)
 	cr := &c.complete
@@ -815,12 +835,25 @@ type markKey struct {
 
 func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
 
-func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
+func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, map[Lease]Denial, error) {
 	var out [kinds]fencedSet
-	for _, k := range c.order {
+	var denied map[Lease]Denial
+	readFlow := func() error {
+		var err error
+		if denied, err = c.flow.read(res); err != nil {
+			return fmt.Errorf("flow: %w", err)
+		}
+		return nil
+	}
+	for j, k := range c.order {
+		if j == c.flowAt {
+			if err := readFlow(); err != nil {
+				return out, nil, err
+			}
+		}
 		rows, err := res.Query()
 		if err != nil {
-			return out, err
+			return out, nil, err
 		}
 		set := fencedSet{ms: map[Lease]time.Duration{}}
 		var id [16]byte
@@ -855,20 +888,28 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, error) {
 			return nil
 		})
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", kindNames[k], err)
+			return out, nil, fmt.Errorf("%s: %w", kindNames[k], err)
 		}
 		out[k] = set
 	}
-	for range c.notifies {
-		if _, err := res.Exec(); err != nil {
-			return out, fmt.Errorf("notify: %w", err)
+	if c.flowAt == len(c.order) {
+		if err := readFlow(); err != nil {
+			return out, nil, err
 		}
 	}
-	return out, nil
+	for range c.notifies {
+		if _, err := res.Exec(); err != nil {
+			return out, nil, fmt.Errorf("notify: %w", err)
+		}
+	}
+	return out, denied, nil
 }
 
 var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "mark steps", "record sleeps", "receive signals",
 	"set events", "start children", "start attempts", "complete runs", "fail runs", "cancel runs", "release runs"}
+
+// Text is s as PostgreSQL's text stores it (see text).
+func Text(s string) string { return text(s) }
 
 // text is s as PostgreSQL's text stores it: valid UTF-8 without NUL
 // characters (invalid bytes and NULs become U+FFFD). An error message

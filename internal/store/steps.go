@@ -155,6 +155,10 @@ type AttemptStart struct {
 	Worker   string
 	TraceID  string
 	SpanID   string
+	// Take, when set, admits the attempt under a downstream's limits in the
+	// same transaction: denied, the attempt is not recorded and the run is
+	// parked (WriteResult.Denied).
+	Take *FlowTake
 }
 
 // AttemptEnd is how an attempt that did not succeed ended.

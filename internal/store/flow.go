@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FlowTake asks that an attempt be admitted under a downstream's limits
+// before it starts (see AttemptStart.Take).
+type FlowTake struct {
+	Downstream string
+	Key        string
+	// Retry is set for an attempt after an error: it is charged to the
+	// downstream's retry budget.
+	Retry bool
+}
+
+// FlowGive gives back what a run's last admitted attempt took, with how it
+// ended (a Give* outcome), which counts for the downstream's breaker.
+type FlowGive struct {
+	Downstream string
+	Key        string
+	Outcome    string
+}
+
+// Outcomes of a FlowGive.
+const (
+	GiveOK    = "ok"    // the attempt succeeded
+	GiveError = "error" // it ended in an error the downstream may be to blame for
+	GiveNone  = "none"  // neither: interrupted, cancelled, refused before the call
+)
+
+// Denial is why a take was refused, and the run parked (see
+// WriteResult.Denied).
+type Denial struct {
+	// Cause is concurrency, rate, breaker or retry-budget.
+	Cause string
+	// Wait is how long until the run is due again; NoDue when a release
+	// wakes it (a slot given back, a breaker closed).
+	Wait time.Duration
+}
+
+// flowParts are the columns of a commit's call of _flow.
+type flowParts struct {
+	giveRuns                           []uuidParam
+	giveEpochs                         []int64
+	giveDownstreams, giveKeys, giveOut []string
+	takeRuns                           []uuidParam
+	takeEpochs                         []int64
+	takeSteps                          []int32
+	takeDownstreams, takeKeys          []string
+	takeRetries                        []bool
+	by                                 string
+	takes                              map[int]bool // write index -> has a take
+}
+
+func (f *flowParts) any() bool { return len(f.giveRuns)+len(f.takeRuns) > 0 }
+
+// add gathers write i's give and take.
+func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
+	if g := w.Give; g != nil {
+		f.giveRuns, f.giveEpochs = append(f.giveRuns, id), append(f.giveEpochs, ep)
+		f.giveDownstreams, f.giveKeys, f.giveOut = append(f.giveDownstreams, g.Downstream), append(f.giveKeys, g.Key), append(f.giveOut, g.Outcome)
+	}
+	if a := w.StartAttempt; a != nil && a.Take != nil {
+		t := a.Take
+		f.takeRuns, f.takeEpochs, f.takeSteps = append(f.takeRuns, id), append(f.takeEpochs, ep), append(f.takeSteps, int32(a.Step))
+		f.takeDownstreams, f.takeKeys, f.takeRetries = append(f.takeDownstreams, t.Downstream), append(f.takeKeys, t.Key), append(f.takeRetries, t.Retry)
+		if f.by == "" {
+			f.by = a.Worker
+		}
+		if f.takes == nil {
+			f.takes = map[int]bool{}
+		}
+		f.takes[i] = true
+	}
+}
+
+// sqlFlow takes and gives back a batch's capacity (migration 16's _flow),
+// before the batch's starts of attempts: a denied take's run is parked by
+// it, and the start's fence then finds the run no longer running.
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+func (f *flowParts) queue(s *Store, b *pgx.Batch) {
+	b.Queue(s.sql(sqlFlow), f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeDownstreams, f.takeKeys, f.takeRetries, f.by)
+}
+
+// read reads _flow's answer: the takes it denied.
+func (f *flowParts) read(res pgx.BatchResults) (map[Lease]Denial, error) {
+	rows, err := res.Query()
+	if err != nil {
+		return nil, err
+	}
+	denied := map[Lease]Denial{}
+	var id [16]byte
+	var epoch int64
+	var cause *string
+	var wait *float64
+	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &cause, &wait}, func() error {
+		if cause == nil {
+			return nil
+		}
+		d := Denial{Cause: *cause, Wait: NoDue}
+		if wait != nil {
+			d.Wait = time.Duration(*wait * float64(time.Millisecond))
+		}
+		denied[Lease{RunID: id, Epoch: epoch}] = d
+		return nil
+	})
+	return denied, err
+}
+
+// DeclareDownstream writes the row of a downstream as code declares it
+// (limits: flow.Limits' JSON), applied unless a person changed its limits;
+// by is the worker's label.
+func (s *Store) DeclareDownstream(ctx context.Context, name string, limits []byte, by string) error {
+	_, err := s.pool.Exec(ctx, s.sql(`SELECT {schema}.declare_downstream($1, $2::jsonb, $3)`), name, string(limits), by)
+	return s.wrap("declare downstream "+name, err)
+}
+
+// DownstreamState is a downstream's breaker and load, as FlowSweep reads
+// it.
+type DownstreamState struct {
+	Name    string
+	Breaker string
+	Waiting int64
+	InUse   int64
+}
+
+// sqlFlowSweep gives back the capacity of dead workers and wakes breakers'
+// probes (migration 16's flow_sweep).
+const sqlFlowSweep = `SELECT downstream, breaker, waiting, in_use FROM {schema}.flow_sweep($1)`
+
+// FlowSweep gives back capacity that no release gave back (held by runs
+// whose lease expired) and wakes the probes of breakers whose probe never
+// came, for the downstreams named; it returns their state.
+func (s *Store) FlowSweep(ctx context.Context, names []string) ([]DownstreamState, error) {
+	b := &pgx.Batch{}
+	var out []DownstreamState
+	b.Queue(s.sql(sqlFlowSweep), names).Query(func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (DownstreamState, error) {
+			var d DownstreamState
+			err := row.Scan(&d.Name, &d.Breaker, &d.Waiting, &d.InUse)
+			return d, err
+		})
+		return err
+	})
+	if err := s.send(ctx, s.pool, planWrite, b).Close(); err != nil {
+		return nil, s.wrap("sweep downstreams", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,870 @@
+-- Tenure schema, version 16: flow control. A named downstream (a payment
+-- API, a mail relay) has limits that activities calling it share: a
+-- concurrency limit, a rate limit, a retry budget and a circuit breaker.
+-- Capacity is something the database locks, never a counter read outside
+-- the lock that admits: a slot row per unit of a concurrency limit, one
+-- theoretical arrival time per key for a rate limit (GCRA, by the database
+-- clock), one state row per downstream for its breaker and retry budget.
+--
+-- Workers take and give back capacity in their group commit, through one
+-- call of _flow per batch that carries any: an attempt's start is admitted
+-- or denied in the transaction that records it. A denied step parks its run
+-- as a signal wait does (no lease, no attempt, nothing charged): until a
+-- release wakes it (concurrency, breaker), or until the time the limit
+-- gives it (rate, retry budget). docs/flow-control.md is the reference.
+
+-- downstreams: the limits, one row per named downstream. Workers insert the
+-- row of a downstream their code declares (declare_downstream) and keep its
+-- limits as declared, until a person changes them (set_downstream, or an
+-- UPDATE): from then on overridden_at is set and the declaration is only
+-- recorded (declared), never applied, until reset_downstream. Every change
+-- of a limit is an audit_log row (action 'limits'), by the trigger below.
+CREATE TABLE {schema}.downstreams (
+    name                text        PRIMARY KEY CHECK (name <> ''),
+    -- Runs holding capacity at once, per key; NULL: no limit.
+    concurrency         integer     CHECK (concurrency > 0),
+    -- At most rate starts per rate_interval_ms, per key, with bursts of up
+    -- to burst at once; NULL: no limit.
+    rate                integer     CHECK (rate > 0),
+    rate_interval_ms    bigint      CHECK (rate_interval_ms > 0),
+    burst               integer     CHECK (burst > 0),
+    -- Retries (an attempt after an error) at most retry_ratio of first
+    -- attempts plus retry_per_s; NULL: no retry budget.
+    retry_ratio         float8      CHECK (retry_ratio >= 0),
+    retry_per_s         float8      CHECK (retry_per_s >= 0),
+    -- The breaker opens when, within breaker_window_ms, at least
+    -- breaker_min_calls calls ended and breaker_error_ratio of them in an
+    -- error; it stays open breaker_open_ms, then lets one probe through.
+    -- NULL breaker_error_ratio: no breaker (it can still be opened by hand).
+    breaker_error_ratio float8      CHECK (breaker_error_ratio > 0 AND breaker_error_ratio <= 1),
+    breaker_min_calls   integer     NOT NULL DEFAULT 10 CHECK (breaker_min_calls > 0),
+    breaker_window_ms   bigint      NOT NULL DEFAULT 10000 CHECK (breaker_window_ms > 0),
+    breaker_open_ms     bigint      NOT NULL DEFAULT 5000 CHECK (breaker_open_ms > 0),
+    -- What code declared last, by which worker, when.
+    declared            jsonb,
+    declared_by         text,
+    declared_at         timestamptz,
+    -- Set when a person changed the limits: declarations no longer apply.
+    overridden_at       timestamptz,
+    overridden_by       text,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    CHECK ((rate IS NULL) = (rate_interval_ms IS NULL) AND (rate IS NULL) = (burst IS NULL)),
+    CHECK ((retry_ratio IS NULL) = (retry_per_s IS NULL))
+);
+
+-- downstream_state: the breaker and the retry budget of a downstream, and
+-- its counters. Locked (FOR UPDATE, in name order) by every call of _flow
+-- that admits to the downstream or gives back to it.
+CREATE TABLE {schema}.downstream_state (
+    name            text        PRIMARY KEY,
+    breaker         text        NOT NULL DEFAULT 'closed' CHECK (breaker IN ('closed', 'open', 'half_open')),
+    breaker_since   timestamptz NOT NULL DEFAULT now(),
+    -- Opened by hand: stays open until closed by hand.
+    breaker_manual  boolean     NOT NULL DEFAULT false,
+    open_until      timestamptz,
+    -- The probe of a half-open breaker, fenced by its run's epoch.
+    probe_run       uuid,
+    probe_epoch     bigint,
+    -- A waiter was given open_until as its due time: it will be the probe.
+    probe_due       boolean     NOT NULL DEFAULT false,
+    window_start    timestamptz NOT NULL DEFAULT now(),
+    window_calls    integer     NOT NULL DEFAULT 0,
+    window_errors   integer     NOT NULL DEFAULT 0,
+    -- The retry budget's balance (retries it allows now) and its time.
+    tokens          float8,
+    tokens_at       timestamptz,
+    -- When the next run denied by the rate of retries is due: denied runs
+    -- are spread out, not all woken at once.
+    retry_wake      timestamptz,
+    admitted        bigint      NOT NULL DEFAULT 0,
+    retries         bigint      NOT NULL DEFAULT 0,
+    denied_concurrency bigint   NOT NULL DEFAULT 0,
+    denied_rate     bigint      NOT NULL DEFAULT 0,
+    denied_breaker  bigint      NOT NULL DEFAULT 0,
+    denied_budget   bigint      NOT NULL DEFAULT 0,
+    errors          bigint      NOT NULL DEFAULT 0,
+    calls           bigint      NOT NULL DEFAULT 0
+);
+
+-- flow_keys: one row per key of a downstream (the key an activity takes from
+-- its input; '' without one): its rate limit's theoretical arrival time, and
+-- the lock that concurrency admissions and releases of the key take.
+CREATE TABLE {schema}.flow_keys (
+    downstream text        NOT NULL,
+    key        text        NOT NULL,
+    tat        timestamptz,
+    -- When the next run denied by the rate is due (see retry_wake).
+    rate_wake  timestamptz,
+    PRIMARY KEY (downstream, key)
+);
+
+-- flow_slots: the units of a concurrency limit, slot 1..concurrency of each
+-- key. A slot is held by (run_id, epoch) from its attempt's start to its
+-- end; a holder whose lease moved on (another epoch, not running, expired)
+-- holds nothing: a dead worker's capacity returns when its lease expires.
+CREATE TABLE {schema}.flow_slots (
+    downstream text        NOT NULL,
+    key        text        NOT NULL,
+    slot       integer     NOT NULL CHECK (slot > 0),
+    run_id     uuid,
+    epoch      bigint,
+    step       integer,
+    taken_at   timestamptz,
+    PRIMARY KEY (downstream, key, slot)
+);
+
+CREATE INDEX flow_slots_run_idx ON {schema}.flow_slots (run_id) WHERE run_id IS NOT NULL;
+
+-- flow_waiters: runs parked until capacity returns, oldest first (a
+-- concurrency slot given back, a breaker closed).
+CREATE TABLE {schema}.flow_waiters (
+    id         bigserial   PRIMARY KEY,
+    downstream text        NOT NULL,
+    key        text        NOT NULL,
+    cause      text        NOT NULL CHECK (cause IN ('concurrency', 'breaker')),
+    run_id     uuid        NOT NULL,
+    since      timestamptz NOT NULL
+);
+
+CREATE INDEX flow_waiters_queue_idx ON {schema}.flow_waiters (downstream, cause, key, since, id);
+CREATE INDEX flow_waiters_run_idx ON {schema}.flow_waiters (run_id);
+
+-- throttles: every wait of a step on a limit, as history: from its first
+-- denial (began_at) to its admission (ended_at, the start of the attempt it
+-- waited for), with the cause of its last denial and how many there were.
+CREATE TABLE {schema}.throttles (
+    id         bigserial   PRIMARY KEY,
+    run_id     uuid        NOT NULL,
+    step       integer     NOT NULL,
+    downstream text        NOT NULL,
+    key        text        NOT NULL,
+    cause      text        NOT NULL CHECK (cause IN ('concurrency', 'rate', 'breaker', 'retry-budget')),
+    denials    integer     NOT NULL DEFAULT 1,
+    began_at   timestamptz NOT NULL DEFAULT now(),
+    ended_at   timestamptz
+);
+
+CREATE INDEX throttles_run_idx ON {schema}.throttles (run_id, step);
+CREATE INDEX throttles_open_idx ON {schema}.throttles (run_id, step) WHERE ended_at IS NULL;
+CREATE INDEX throttles_waiting_idx ON {schema}.throttles (downstream) WHERE ended_at IS NULL;
+
+-- _waiting counts the steps waiting on a downstream's limits now: open
+-- throttles of runs not yet ended (a run cancelled while it waited leaves
+-- its throttle open, and is not counted).
+CREATE FUNCTION {schema}._waiting(ds text) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT count(*) FROM {schema}.throttles t
+    WHERE t.downstream = ds AND t.ended_at IS NULL
+      AND EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = t.run_id AND r.status IN ('queued', 'running'))
+$$;
+
+-- A deleted run takes its throttles and waits with it.
+CREATE FUNCTION {schema}._delete_flow_of_runs() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM {schema}.throttles t USING gone g WHERE t.run_id = g.id;
+    DELETE FROM {schema}.flow_waiters w USING gone g WHERE w.run_id = g.id;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER runs_delete_flow AFTER DELETE ON {schema}.runs
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}._delete_flow_of_runs();
+
+CREATE FUNCTION {schema}._truncate_flow_of_runs() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    TRUNCATE {schema}.throttles, {schema}.flow_waiters;
+    UPDATE {schema}.flow_slots SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL WHERE run_id IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER runs_truncate_flow AFTER TRUNCATE ON {schema}.runs
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}._truncate_flow_of_runs();
+
+-- The audit log's actions gain 'limits' (a downstream's limits changed) and
+-- 'breaker' (a breaker changed state), read back from the constraint as in
+-- migration 14. Their details are in filter: the downstream, and the limits
+-- before and after, or the breaker's states and why.
+DO $$
+DECLARE
+    actions text[];
+BEGIN
+    SELECT array_agg(m.v[1] ORDER BY m.n) INTO actions
+    FROM pg_catalog.pg_constraint c,
+         regexp_matches(pg_catalog.pg_get_constraintdef(c.oid), '''([^'']*)''::text', 'g') WITH ORDINALITY AS m(v, n)
+    WHERE c.conrelid = '{schema}.audit_log'::regclass AND c.conname = 'audit_log_action_check';
+    IF actions IS NULL THEN
+        RAISE EXCEPTION 'migration 16: audit_log_action_check lists no action';
+    END IF;
+    EXECUTE format('ALTER TABLE {schema}.audit_log DROP CONSTRAINT audit_log_action_check, '
+                   'ADD CONSTRAINT audit_log_action_check CHECK (action IN (%s))',
+                   (SELECT string_agg(quote_literal(a), ', ') FROM unnest(actions || ARRAY['limits', 'breaker']) AS a));
+END
+$$;
+
+-- _limits is a downstream's limits as JSON, as audit rows and the CLI show
+-- them (absent keys: no such limit).
+CREATE FUNCTION {schema}._limits(d {schema}.downstreams) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'concurrency', d.concurrency, 'rate', d.rate, 'rate_interval_ms', d.rate_interval_ms, 'burst', d.burst,
+        'retry_ratio', d.retry_ratio, 'retry_per_s', d.retry_per_s,
+        'breaker_error_ratio', d.breaker_error_ratio, 'breaker_min_calls', d.breaker_min_calls,
+        'breaker_window_ms', d.breaker_window_ms, 'breaker_open_ms', d.breaker_open_ms))
+$$;
+
+-- Every change of a downstream's limits, by whatever means, is audited: the
+-- actor is the session's role, the note tenure.note when the session set it
+-- (set_downstream does). A declaration applied by a worker is audited too.
+CREATE FUNCTION {schema}._audit_limits() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    was jsonb := CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE {schema}._limits(OLD) END;
+    now_ jsonb := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE {schema}._limits(NEW) END;
+BEGIN
+    IF was IS DISTINCT FROM now_ THEN
+        INSERT INTO {schema}.audit_log (actor, action, runs, filter, note)
+        VALUES (session_user, 'limits', 0,
+                jsonb_build_object('downstream', coalesce(NEW.name, OLD.name), 'before', was, 'after', now_,
+                                   'by', coalesce(nullif(pg_catalog.current_setting('tenure.by', true), ''), 'person')),
+                nullif(pg_catalog.current_setting('tenure.note', true), ''));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER downstreams_audit AFTER INSERT OR UPDATE OR DELETE ON {schema}.downstreams
+    FOR EACH ROW EXECUTE FUNCTION {schema}._audit_limits();
+
+-- A person's UPDATE of the limits marks the row overridden, so that the
+-- next worker's declaration does not undo it. declare_downstream and
+-- reset_downstream say who they are through tenure.declaring.
+CREATE FUNCTION {schema}._override_limits() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(pg_catalog.current_setting('tenure.declaring', true), '') = ''
+       AND {schema}._limits(OLD) IS DISTINCT FROM {schema}._limits(NEW) THEN
+        NEW.overridden_at := now();
+        NEW.overridden_by := session_user;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER downstreams_override BEFORE UPDATE ON {schema}.downstreams
+    FOR EACH ROW EXECUTE FUNCTION {schema}._override_limits();
+
+-- declare_downstream records a downstream as code declares it (limits is
+-- _limits' JSON) and applies it unless a person overrode the limits. by is
+-- the worker's label. Called by each worker once per downstream it uses.
+CREATE FUNCTION {schema}.declare_downstream(name text, limits jsonb, by text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('tenure.declaring', 'on', true);
+    PERFORM pg_catalog.set_config('tenure.by', 'declaration by ' || by, true);
+    INSERT INTO {schema}.downstreams AS d (name, concurrency, rate, rate_interval_ms, burst, retry_ratio, retry_per_s,
+        breaker_error_ratio, breaker_min_calls, breaker_window_ms, breaker_open_ms, declared, declared_by, declared_at)
+    VALUES (declare_downstream.name, (limits->>'concurrency')::int, (limits->>'rate')::int,
+        (limits->>'rate_interval_ms')::bigint, (limits->>'burst')::int,
+        (limits->>'retry_ratio')::float8, (limits->>'retry_per_s')::float8,
+        (limits->>'breaker_error_ratio')::float8, coalesce((limits->>'breaker_min_calls')::int, 10),
+        coalesce((limits->>'breaker_window_ms')::bigint, 10000), coalesce((limits->>'breaker_open_ms')::bigint, 5000),
+        limits, by, now())
+    ON CONFLICT ON CONSTRAINT downstreams_pkey DO UPDATE SET
+        declared = EXCLUDED.declared, declared_by = EXCLUDED.declared_by, declared_at = EXCLUDED.declared_at,
+        concurrency = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.concurrency ELSE d.concurrency END,
+        rate = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.rate ELSE d.rate END,
+        rate_interval_ms = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.rate_interval_ms ELSE d.rate_interval_ms END,
+        burst = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.burst ELSE d.burst END,
+        retry_ratio = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.retry_ratio ELSE d.retry_ratio END,
+        retry_per_s = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.retry_per_s ELSE d.retry_per_s END,
+        breaker_error_ratio = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.breaker_error_ratio ELSE d.breaker_error_ratio END,
+        breaker_min_calls = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.breaker_min_calls ELSE d.breaker_min_calls END,
+        breaker_window_ms = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.breaker_window_ms ELSE d.breaker_window_ms END,
+        breaker_open_ms = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.breaker_open_ms ELSE d.breaker_open_ms END
+    WHERE d.declared IS DISTINCT FROM EXCLUDED.declared OR d.declared_by IS DISTINCT FROM EXCLUDED.declared_by;
+    INSERT INTO {schema}.downstream_state (name) VALUES (declare_downstream.name) ON CONFLICT DO NOTHING;
+    PERFORM pg_catalog.set_config('tenure.declaring', '', true);
+    PERFORM pg_catalog.set_config('tenure.by', '', true);
+END
+$$;
+
+-- set_downstream changes a downstream's limits by hand, audited with note:
+-- limits holds the keys to change (those of _limits; a JSON null removes a
+-- limit). From then on, declarations no longer apply (reset_downstream).
+-- Waiters are woken at once if the change gives them room.
+CREATE FUNCTION {schema}.set_downstream(name text, limits jsonb, note text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    d {schema}.downstreams;
+    k text;
+BEGIN
+    FOR k IN SELECT jsonb_object_keys(limits) LOOP
+        IF k NOT IN ('concurrency', 'rate', 'rate_interval_ms', 'burst', 'retry_ratio', 'retry_per_s',
+                     'breaker_error_ratio', 'breaker_min_calls', 'breaker_window_ms', 'breaker_open_ms') THEN
+            RAISE EXCEPTION 'set_downstream: unknown limit %', k USING ERRCODE = '22023',
+                HINT = 'limits are concurrency, rate, rate_interval_ms, burst, retry_ratio, retry_per_s, breaker_error_ratio, breaker_min_calls, breaker_window_ms, breaker_open_ms';
+        END IF;
+    END LOOP;
+    PERFORM pg_catalog.set_config('tenure.note', coalesce(note, ''), true);
+    UPDATE {schema}.downstreams x SET
+        concurrency = CASE WHEN limits ? 'concurrency' THEN (limits->>'concurrency')::int ELSE x.concurrency END,
+        rate = CASE WHEN limits ? 'rate' THEN (limits->>'rate')::int ELSE x.rate END,
+        rate_interval_ms = CASE WHEN limits ? 'rate_interval_ms' THEN (limits->>'rate_interval_ms')::bigint
+                                WHEN limits ? 'rate' AND limits->'rate' = 'null' THEN NULL
+                                WHEN limits ? 'rate' AND x.rate_interval_ms IS NULL THEN 1000
+                                ELSE x.rate_interval_ms END,
+        burst = CASE WHEN limits ? 'burst' THEN (limits->>'burst')::int
+                     WHEN limits ? 'rate' AND limits->'rate' = 'null' THEN NULL
+                     WHEN limits ? 'rate' AND x.burst IS NULL THEN 1
+                     ELSE x.burst END,
+        retry_ratio = CASE WHEN limits ? 'retry_ratio' THEN (limits->>'retry_ratio')::float8
+                           WHEN limits ? 'retry_per_s' AND limits->'retry_per_s' = 'null' THEN NULL
+                           WHEN limits ? 'retry_per_s' AND x.retry_ratio IS NULL THEN 0
+                           ELSE x.retry_ratio END,
+        retry_per_s = CASE WHEN limits ? 'retry_per_s' THEN (limits->>'retry_per_s')::float8
+                           WHEN limits ? 'retry_ratio' AND limits->'retry_ratio' = 'null' THEN NULL
+                           WHEN limits ? 'retry_ratio' AND x.retry_per_s IS NULL THEN 0
+                           ELSE x.retry_per_s END,
+        breaker_error_ratio = CASE WHEN limits ? 'breaker_error_ratio' THEN (limits->>'breaker_error_ratio')::float8 ELSE x.breaker_error_ratio END,
+        breaker_min_calls = coalesce(CASE WHEN limits ? 'breaker_min_calls' THEN (limits->>'breaker_min_calls')::int END, x.breaker_min_calls),
+        breaker_window_ms = coalesce(CASE WHEN limits ? 'breaker_window_ms' THEN (limits->>'breaker_window_ms')::bigint END, x.breaker_window_ms),
+        breaker_open_ms = coalesce(CASE WHEN limits ? 'breaker_open_ms' THEN (limits->>'breaker_open_ms')::bigint END, x.breaker_open_ms)
+    WHERE x.name = set_downstream.name
+    RETURNING * INTO d;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'set_downstream: no downstream %', name USING ERRCODE = 'P0002',
+            HINT = 'a downstream exists once a worker whose code declares it has started';
+    END IF;
+    PERFORM pg_catalog.set_config('tenure.note', '', true);
+    PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+    RETURN {schema}._limits(d);
+END
+$$;
+
+-- reset_downstream gives a downstream back to its declaration: the limits
+-- code declared last apply again (audited), and declarations apply from
+-- then on.
+CREATE FUNCTION {schema}.reset_downstream(name text, note text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    d {schema}.downstreams;
+BEGIN
+    SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = reset_downstream.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'reset_downstream: no downstream %', name USING ERRCODE = 'P0002';
+    END IF;
+    PERFORM pg_catalog.set_config('tenure.note', coalesce(note, ''), true);
+    PERFORM pg_catalog.set_config('tenure.declaring', 'on', true);
+    PERFORM pg_catalog.set_config('tenure.by', 'reset to the declaration', true);
+    UPDATE {schema}.downstreams x SET overridden_at = NULL, overridden_by = NULL,
+        concurrency = (d.declared->>'concurrency')::int, rate = (d.declared->>'rate')::int,
+        rate_interval_ms = (d.declared->>'rate_interval_ms')::bigint, burst = (d.declared->>'burst')::int,
+        retry_ratio = (d.declared->>'retry_ratio')::float8, retry_per_s = (d.declared->>'retry_per_s')::float8,
+        breaker_error_ratio = (d.declared->>'breaker_error_ratio')::float8,
+        breaker_min_calls = coalesce((d.declared->>'breaker_min_calls')::int, 10),
+        breaker_window_ms = coalesce((d.declared->>'breaker_window_ms')::bigint, 10000),
+        breaker_open_ms = coalesce((d.declared->>'breaker_open_ms')::bigint, 5000)
+    WHERE x.name = reset_downstream.name
+    RETURNING * INTO d;
+    PERFORM pg_catalog.set_config('tenure.declaring', '', true);
+    PERFORM pg_catalog.set_config('tenure.by', '', true);
+    PERFORM pg_catalog.set_config('tenure.note', '', true);
+    PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+    RETURN {schema}._limits(d);
+END
+$$;
+
+-- _breaker_to moves a (locked) downstream's breaker to state, with one
+-- audit row saying why.
+CREATE FUNCTION {schema}._breaker_to(ds text, state text, why text, by text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    was text;
+BEGIN
+    SELECT s.breaker INTO was FROM {schema}.downstream_state s WHERE s.name = ds;
+    UPDATE {schema}.downstream_state s SET breaker = state, breaker_since = now(),
+        probe_run = NULL, probe_epoch = NULL, probe_due = false,
+        window_start = CASE WHEN state = 'closed' THEN now() ELSE s.window_start END,
+        window_calls = CASE WHEN state = 'closed' THEN 0 ELSE s.window_calls END,
+        window_errors = CASE WHEN state = 'closed' THEN 0 ELSE s.window_errors END
+    WHERE s.name = ds;
+    INSERT INTO {schema}.audit_log (actor, action, runs, filter, note)
+    VALUES (session_user, 'breaker', 0,
+            jsonb_strip_nulls(jsonb_build_object('downstream', ds, 'from', was, 'to', state, 'by', by)), why);
+END
+$$;
+
+-- _wake wakes up to n runs waiting on a downstream's key for cause, oldest
+-- first, and returns how many it woke. A waiter whose run no longer waits
+-- (cancelled, deleted, requeued) is dropped and the next one is woken
+-- instead.
+CREATE FUNCTION {schema}._wake(ds text, k text, why text, n integer)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    woken integer := 0;
+    r uuid;
+BEGIN
+    WHILE woken < n LOOP
+        DELETE FROM {schema}.flow_waiters w
+        WHERE w.id = (SELECT x.id FROM {schema}.flow_waiters x
+                      WHERE x.downstream = ds AND x.cause = why AND x.key = k
+                      ORDER BY x.since, x.id LIMIT 1)
+        RETURNING w.run_id INTO r;
+        EXIT WHEN r IS NULL;
+        UPDATE {schema}.runs SET run_after = now(), updated_at = now()
+        WHERE id = r AND status = 'queued' AND waiting_for LIKE 'limit:%';
+        IF FOUND THEN
+            woken := woken + 1;
+        END IF;
+        r := NULL;
+    END LOOP;
+    IF woken > 0 THEN
+        PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+    END IF;
+    RETURN woken;
+END
+$$;
+
+-- _live_holders counts the slots of a key whose holder still holds its
+-- lease (the same epoch, running, not expired): the capacity in use.
+CREATE FUNCTION {schema}._live_holders(ds text, k text)
+RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT count(*)::int FROM {schema}.flow_slots s
+    WHERE s.downstream = ds AND s.key = k AND s.run_id IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.runs r
+                  WHERE r.id = s.run_id AND r.epoch = s.epoch AND r.status = 'running' AND r.lease_expires_at > now())
+$$;
+
+-- _flow is what a worker's group commit takes and gives back, in one call
+-- per batch: gives are attempts that ended, each with its outcome ('ok',
+-- 'error', or 'none': neither counts for the breaker); takes are attempts
+-- about to start. Every downstream state row and key row involved is locked
+-- first, in order, so that no admission reads capacity outside the lock and
+-- no two batches deadlock. Returns one row per take: cause NULL when
+-- admitted; else the cause of its denial and wait_ms, how long until it is
+-- due again (NULL: until a release wakes it). A denied take's run is parked
+-- here, in the same transaction: queued, its lease given up, waiting_for
+-- 'limit:<downstream>'; the batch's start of its attempt then finds the
+-- run no longer running and writes nothing.
+CREATE FUNCTION {schema}._flow(
+    give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
+    take_runs uuid[], take_epochs bigint[], take_steps integer[], take_downstreams text[], take_keys text[],
+    take_retries boolean[], by text)
+RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    g record;
+    t record;
+    d {schema}.downstreams;
+    s {schema}.downstream_state;
+    fk {schema}.flow_keys;
+    freed integer;
+    why text;
+    wait float8;
+    probe boolean;
+    em float8; -- the rate's emission interval, ms
+    held integer;
+    slot_no integer;
+    wake timestamptz;
+BEGIN
+    -- Lock: downstream states, then keys, each in order.
+    INSERT INTO {schema}.downstream_state (name)
+    SELECT DISTINCT x FROM unnest(give_downstreams || take_downstreams) AS x ORDER BY 1
+    ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM {schema}.downstream_state x
+    WHERE x.name = ANY (give_downstreams || take_downstreams) ORDER BY x.name FOR UPDATE;
+    INSERT INTO {schema}.flow_keys (downstream, key)
+    SELECT DISTINCT x.d, x.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS x(d, k) ORDER BY 1, 2
+    ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM {schema}.flow_keys x, unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
+    WHERE x.downstream = y.d AND x.key = y.k ORDER BY x.downstream, x.key FOR UPDATE OF x;
+
+    -- Gives: the slot comes back (and wakes the oldest waiter of its key),
+    -- the outcome counts for the breaker, a probe's outcome moves it.
+    FOR g IN SELECT * FROM unnest(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes)
+                 AS x(run_id, epoch, downstream, key, outcome) LOOP
+        UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
+        WHERE x.run_id = g.run_id AND x.epoch = g.epoch AND x.downstream = g.downstream AND x.key = g.key;
+        GET DIAGNOSTICS freed = ROW_COUNT;
+        IF freed > 0 THEN
+            PERFORM {schema}._wake(g.downstream, g.key, 'concurrency', freed);
+        END IF;
+        IF g.outcome NOT IN ('ok', 'error') THEN
+            CONTINUE;
+        END IF;
+        SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = g.downstream;
+        SELECT * INTO s FROM {schema}.downstream_state x WHERE x.name = g.downstream;
+        IF s.breaker = 'half_open' AND s.probe_run = g.run_id AND s.probe_epoch = g.epoch THEN
+            IF g.outcome = 'ok' THEN
+                PERFORM {schema}._breaker_to(g.downstream, 'closed', 'the probe succeeded', by);
+                PERFORM {schema}._wake(g.downstream, '', 'breaker', 2147483647);
+            ELSE
+                PERFORM {schema}._breaker_to(g.downstream, 'open', 'the probe failed', by);
+                UPDATE {schema}.downstream_state x SET open_until = now() + d.breaker_open_ms * interval '1 millisecond'
+                WHERE x.name = g.downstream;
+                PERFORM {schema}._schedule_probe(g.downstream);
+            END IF;
+            CONTINUE;
+        END IF;
+        UPDATE {schema}.downstream_state x SET
+            calls = x.calls + 1, errors = x.errors + (g.outcome = 'error')::int,
+            window_start = CASE WHEN x.window_start + d.breaker_window_ms * interval '1 millisecond' < now() THEN now() ELSE x.window_start END,
+            window_calls = CASE WHEN x.window_start + d.breaker_window_ms * interval '1 millisecond' < now() THEN 1 ELSE x.window_calls + 1 END,
+            window_errors = CASE WHEN x.window_start + d.breaker_window_ms * interval '1 millisecond' < now() THEN (g.outcome = 'error')::int
+                                 ELSE x.window_errors + (g.outcome = 'error')::int END
+        WHERE x.name = g.downstream
+        RETURNING * INTO s;
+        IF s.breaker = 'closed' AND d.breaker_error_ratio IS NOT NULL AND s.window_calls >= d.breaker_min_calls
+           AND s.window_errors >= d.breaker_error_ratio * s.window_calls THEN
+            PERFORM {schema}._breaker_to(g.downstream, 'open',
+                format('%s errors in %s calls within %s ms', s.window_errors, s.window_calls, d.breaker_window_ms), by);
+            UPDATE {schema}.downstream_state x SET open_until = now() + d.breaker_open_ms * interval '1 millisecond'
+            WHERE x.name = g.downstream;
+        END IF;
+    END LOOP;
+
+    -- Takes, in order: the breaker, the retry budget, the concurrency
+    -- limit, the rate; capacity is taken only when all admit.
+    FOR t IN SELECT * FROM unnest(take_runs, take_epochs, take_steps, take_downstreams, take_keys, take_retries)
+                 WITH ORDINALITY AS x(run_id, epoch, step, downstream, key, retry, n) ORDER BY n LOOP
+        SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = t.downstream;
+        SELECT * INTO s FROM {schema}.downstream_state x WHERE x.name = t.downstream;
+        SELECT * INTO fk FROM {schema}.flow_keys x WHERE x.downstream = t.downstream AND x.key = t.key;
+        why := NULL; wait := NULL; probe := false; slot_no := NULL;
+        IF s.breaker = 'open' AND (s.breaker_manual OR s.open_until > now()) THEN
+            why := 'breaker';
+            IF NOT s.breaker_manual AND NOT s.probe_due THEN
+                -- This run will be the probe: due when the breaker half-opens.
+                wait := greatest(extract(epoch FROM s.open_until - now()) * 1000, 0);
+                UPDATE {schema}.downstream_state x SET probe_due = true WHERE x.name = t.downstream;
+            END IF;
+        ELSIF s.breaker = 'open' OR (s.breaker = 'half_open' AND NOT EXISTS (
+                SELECT 1 FROM {schema}.runs r WHERE r.id = s.probe_run AND r.epoch = s.probe_epoch
+                  AND r.status = 'running' AND r.lease_expires_at > now())) THEN
+            probe := true; -- open past its time, or a probe that died: this one probes
+        ELSIF s.breaker = 'half_open' AND NOT (s.probe_run = t.run_id AND s.probe_epoch = t.epoch) THEN
+            why := 'breaker';
+        END IF;
+        IF why IS NULL AND t.retry AND d.retry_ratio IS NOT NULL THEN
+            s.tokens := least(greatest(d.retry_per_s, 1),
+                              coalesce(s.tokens, greatest(d.retry_per_s, 1))
+                              + d.retry_per_s * coalesce(extract(epoch FROM now() - s.tokens_at), 0));
+            IF s.tokens < 1 THEN
+                why := 'retry-budget';
+                wake := greatest(now() + (1 - s.tokens) / greatest(d.retry_per_s, 0.001) * interval '1 second',
+                                 coalesce(s.retry_wake, now()));
+                wait := extract(epoch FROM wake - now()) * 1000;
+                UPDATE {schema}.downstream_state x SET tokens = s.tokens, tokens_at = now(),
+                    retry_wake = wake + 1 / greatest(d.retry_per_s, 0.001) * interval '1 second'
+                WHERE x.name = t.downstream;
+            END IF;
+        END IF;
+        IF why IS NULL AND d.concurrency IS NOT NULL THEN
+            held := {schema}._live_holders(t.downstream, t.key);
+            IF held >= d.concurrency THEN
+                why := 'concurrency';
+            ELSE
+                INSERT INTO {schema}.flow_slots (downstream, key, slot)
+                SELECT t.downstream, t.key, generate_series(1, d.concurrency)
+                ON CONFLICT DO NOTHING;
+                SELECT x.slot INTO slot_no FROM {schema}.flow_slots x
+                WHERE x.downstream = t.downstream AND x.key = t.key AND x.slot <= d.concurrency
+                  AND (x.run_id IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM {schema}.runs r
+                        WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running' AND r.lease_expires_at > now()))
+                ORDER BY x.slot LIMIT 1;
+                IF slot_no IS NULL THEN
+                    why := 'concurrency'; -- held above the limit after it was lowered
+                END IF;
+            END IF;
+        END IF;
+        IF why IS NULL AND d.rate IS NOT NULL THEN
+            em := d.rate_interval_ms::float8 / d.rate;
+            -- GCRA: admitted when the arrival time, pushed one interval on,
+            -- is no further ahead than the burst allows.
+            IF greatest(coalesce(fk.tat, now()), now()) - now() > (d.burst - 1) * em * interval '1 millisecond' THEN
+                why := 'rate';
+                wake := greatest(greatest(fk.tat, now()) - (d.burst - 1) * em * interval '1 millisecond',
+                                 coalesce(fk.rate_wake, now()));
+                wait := extract(epoch FROM wake - now()) * 1000;
+                UPDATE {schema}.flow_keys x SET rate_wake = wake + em * interval '1 millisecond'
+                WHERE x.downstream = t.downstream AND x.key = t.key;
+            END IF;
+        END IF;
+
+        IF why IS NULL THEN
+            -- Admitted: take what it needs.
+            IF slot_no IS NOT NULL THEN
+                UPDATE {schema}.flow_slots x SET run_id = t.run_id, epoch = t.epoch, step = t.step, taken_at = now()
+                WHERE x.downstream = t.downstream AND x.key = t.key AND x.slot = slot_no;
+            END IF;
+            IF d.rate IS NOT NULL THEN
+                UPDATE {schema}.flow_keys x
+                SET tat = greatest(coalesce(x.tat, now()), now()) + em * interval '1 millisecond'
+                WHERE x.downstream = t.downstream AND x.key = t.key;
+            END IF;
+            UPDATE {schema}.downstream_state x SET
+                admitted = x.admitted + 1,
+                retries = x.retries + t.retry::int,
+                tokens = CASE WHEN d.retry_ratio IS NULL THEN x.tokens
+                              WHEN t.retry THEN s.tokens - 1
+                              ELSE least(greatest(d.retry_per_s, 1),
+                                         coalesce(x.tokens, greatest(d.retry_per_s, 1))
+                                         + d.retry_per_s * coalesce(extract(epoch FROM now() - x.tokens_at), 0)
+                                         + d.retry_ratio) END,
+                tokens_at = CASE WHEN d.retry_ratio IS NULL THEN x.tokens_at ELSE now() END
+            WHERE x.name = t.downstream;
+            IF probe THEN
+                PERFORM {schema}._breaker_to(t.downstream, 'half_open', 'a probe let through', by);
+                UPDATE {schema}.downstream_state x SET probe_run = t.run_id, probe_epoch = t.epoch
+                WHERE x.name = t.downstream;
+            END IF;
+            UPDATE {schema}.throttles x SET ended_at = now()
+            WHERE x.run_id = t.run_id AND x.step = t.step AND x.ended_at IS NULL;
+            run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        -- Denied: park the run, record the throttle, queue it when it waits
+        -- for a release.
+        UPDATE {schema}.runs r SET status = 'queued',
+            run_after = CASE WHEN r.cancel_requested_at IS NOT NULL THEN now()
+                             WHEN wait IS NULL THEN 'infinity'
+                             ELSE now() + wait * interval '1 millisecond' END,
+            waiting_for = 'limit:' || t.downstream,
+            claimant = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'running';
+        IF NOT FOUND THEN
+            CONTINUE; -- the lease is lost: the start's fence refuses it
+        END IF;
+        UPDATE {schema}.downstream_state x SET
+            denied_concurrency = x.denied_concurrency + (why = 'concurrency')::int,
+            denied_rate = x.denied_rate + (why = 'rate')::int,
+            denied_breaker = x.denied_breaker + (why = 'breaker')::int,
+            denied_budget = x.denied_budget + (why = 'retry-budget')::int
+        WHERE x.name = t.downstream;
+        UPDATE {schema}.throttles x SET denials = x.denials + 1, cause = why, downstream = t.downstream, key = t.key
+        WHERE x.run_id = t.run_id AND x.step = t.step AND x.ended_at IS NULL;
+        IF NOT FOUND THEN
+            INSERT INTO {schema}.throttles (run_id, step, downstream, key, cause)
+            VALUES (t.run_id, t.step, t.downstream, t.key, why);
+        END IF;
+        IF wait IS NULL THEN
+            DELETE FROM {schema}.flow_waiters x WHERE x.run_id = t.run_id;
+            INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since)
+            SELECT t.downstream, CASE WHEN why = 'breaker' THEN '' ELSE t.key END, why, t.run_id,
+                   coalesce((SELECT x.began_at FROM {schema}.throttles x
+                             WHERE x.run_id = t.run_id AND x.step = t.step AND x.ended_at IS NULL), now());
+        END IF;
+        run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- _schedule_probe gives the oldest run waiting on an open breaker the
+-- breaker's open_until as its due time: it will be the probe.
+CREATE FUNCTION {schema}._schedule_probe(ds text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    w record;
+    due timestamptz;
+BEGIN
+    SELECT s.open_until INTO due FROM {schema}.downstream_state s WHERE s.name = ds;
+    FOR w IN SELECT x.id, x.run_id FROM {schema}.flow_waiters x
+             WHERE x.downstream = ds AND x.cause = 'breaker' AND x.key = '' ORDER BY x.since, x.id LOOP
+        DELETE FROM {schema}.flow_waiters x WHERE x.id = w.id;
+        UPDATE {schema}.runs SET run_after = due, updated_at = now()
+        WHERE id = w.run_id AND status = 'queued' AND waiting_for LIKE 'limit:%';
+        IF FOUND THEN
+            UPDATE {schema}.downstream_state x SET probe_due = true WHERE x.name = ds;
+            RETURN;
+        END IF;
+    END LOOP;
+    UPDATE {schema}.downstream_state x SET probe_due = false WHERE x.name = ds;
+END
+$$;
+
+-- flow_sweep gives back what no release gave back: capacity held by a
+-- worker that died (its lease expired) wakes as many waiters as it frees;
+-- a breaker whose probe died, or whose scheduled probe never came, wakes
+-- the oldest waiter as its probe. Each worker calls it about once a second
+-- with its downstreams, in the transaction of a claim. Returns each
+-- downstream's breaker state and its waiting runs, for metrics.
+CREATE FUNCTION {schema}.flow_sweep(names text[])
+RETURNS TABLE (downstream text, breaker text, waiting bigint, in_use bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    k record;
+    d {schema}.downstreams;
+    s {schema}.downstream_state;
+    free integer;
+BEGIN
+    PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name FOR UPDATE;
+    FOR k IN SELECT DISTINCT w.downstream, w.key FROM {schema}.flow_waiters w
+             WHERE w.downstream = ANY (names) AND w.cause = 'concurrency' ORDER BY 1, 2 LOOP
+        PERFORM 1 FROM {schema}.flow_keys x WHERE x.downstream = k.downstream AND x.key = k.key FOR UPDATE;
+        SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = k.downstream;
+        free := coalesce(d.concurrency, 2147483647) - {schema}._live_holders(k.downstream, k.key);
+        IF free > 0 THEN
+            PERFORM {schema}._wake(k.downstream, k.key, 'concurrency', free);
+        END IF;
+    END LOOP;
+    FOR s IN SELECT * FROM {schema}.downstream_state x WHERE x.name = ANY (names) AND x.breaker <> 'closed' LOOP
+        IF (s.breaker = 'open' AND NOT s.breaker_manual AND s.open_until < now() - interval '1 second')
+           OR (s.breaker = 'half_open' AND NOT EXISTS (
+                SELECT 1 FROM {schema}.runs r WHERE r.id = s.probe_run AND r.epoch = s.probe_epoch
+                  AND r.status = 'running' AND r.lease_expires_at > now())) THEN
+            PERFORM {schema}._wake(s.name, '', 'breaker', 1);
+        END IF;
+    END LOOP;
+    RETURN QUERY
+    SELECT x.name, x.breaker,
+           {schema}._waiting(x.name),
+           (SELECT count(*) FROM {schema}.flow_slots sl WHERE sl.downstream = x.name AND sl.run_id IS NOT NULL
+              AND EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = sl.run_id AND r.epoch = sl.epoch
+                            AND r.status = 'running' AND r.lease_expires_at > now()))
+    FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name;
+END
+$$;
+
+-- open_breaker and close_breaker move a downstream's breaker by hand,
+-- audited with note. An open breaker opened by hand stays open until closed
+-- by hand; closing wakes every run waiting on it.
+CREATE FUNCTION {schema}.open_breaker(name text, note text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = open_breaker.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'open_breaker: no downstream %', name USING ERRCODE = 'P0002';
+    END IF;
+    PERFORM {schema}._breaker_to(open_breaker.name, 'open', coalesce(note, 'opened by hand'), 'person');
+    UPDATE {schema}.downstream_state x SET breaker_manual = true, open_until = NULL WHERE x.name = open_breaker.name;
+    RETURN 'open';
+END
+$$;
+
+CREATE FUNCTION {schema}.close_breaker(name text, note text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = close_breaker.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'close_breaker: no downstream %', name USING ERRCODE = 'P0002';
+    END IF;
+    PERFORM {schema}._breaker_to(close_breaker.name, 'closed', coalesce(note, 'closed by hand'), 'person');
+    UPDATE {schema}.downstream_state x SET breaker_manual = false, open_until = NULL WHERE x.name = close_breaker.name;
+    PERFORM {schema}._wake(close_breaker.name, '', 'breaker', 2147483647);
+    RETURN 'closed';
+END
+$$;
+
+-- downstream_status: each downstream with its limits, what is in use and
+-- waiting, its counters and its breaker. The Downstreams page, tenure
+-- limits and operator.Downstreams read it.
+CREATE VIEW {schema}.downstream_status AS
+SELECT d.name,
+       d.concurrency,
+       d.rate,
+       d.rate_interval_ms,
+       d.burst,
+       d.retry_ratio,
+       d.retry_per_s,
+       d.breaker_error_ratio,
+       d.breaker_min_calls,
+       d.breaker_window_ms,
+       d.breaker_open_ms,
+       d.overridden_at,
+       d.overridden_by,
+       d.declared,
+       d.declared_by,
+       d.declared_at,
+       (SELECT count(*) FROM {schema}.flow_slots sl WHERE sl.downstream = d.name AND sl.run_id IS NOT NULL
+          AND EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = sl.run_id AND r.epoch = sl.epoch
+                        AND r.status = 'running' AND r.lease_expires_at > now())) AS in_use,
+       {schema}._waiting(d.name)        AS waiting,
+       (SELECT count(DISTINCT k.key) FROM {schema}.flow_keys k WHERE k.downstream = d.name) AS keys,
+       coalesce(s.breaker, 'closed')   AS breaker,
+       s.breaker_since,
+       coalesce(s.breaker_manual, false) AS breaker_manual,
+       s.open_until,
+       s.probe_run,
+       coalesce(s.window_calls, 0)     AS window_calls,
+       coalesce(s.window_errors, 0)    AS window_errors,
+       s.tokens                        AS retry_tokens,
+       coalesce(s.admitted, 0)         AS admitted,
+       coalesce(s.retries, 0)          AS retries,
+       coalesce(s.denied_concurrency, 0) AS denied_concurrency,
+       coalesce(s.denied_rate, 0)      AS denied_rate,
+       coalesce(s.denied_breaker, 0)   AS denied_breaker,
+       coalesce(s.denied_budget, 0)    AS denied_retry_budget,
+       coalesce(s.calls, 0)            AS calls,
+       coalesce(s.errors, 0)           AS errors
+FROM {schema}.downstreams d
+LEFT JOIN {schema}.downstream_state s ON s.name = d.name;
+
+-- breaker_history: every change of a breaker's state, newest first.
+CREATE VIEW {schema}.breaker_history AS
+SELECT a.id, a.at, a.filter->>'downstream' AS downstream, a.filter->>'from' AS from_state,
+       a.filter->>'to' AS to_state, a.note AS why, coalesce(a.filter->>'by', a.actor) AS by, a.actor
+FROM {schema}.audit_log a
+WHERE a.action = 'breaker';
+
+-- step_throttling: how often and how long each step waited on limits.
+CREATE VIEW {schema}.step_throttling AS
+SELECT t.run_id, t.step, count(*) AS waits, sum(t.denials) AS denials,
+       sum(coalesce(t.ended_at, now()) - t.began_at) AS throttled_for,
+       (array_agg(t.cause ORDER BY t.id DESC))[1] AS last_cause,
+       bool_or(t.ended_at IS NULL) AS waiting
+FROM {schema}.throttles t
+GROUP BY t.run_id, t.step;
+
+-- attempt_timeline gains, for each attempt, the wait on limits just before
+-- it (throttled_for) and its cause (throttled_by: concurrency, rate,
+-- breaker, retry-budget): a wait that ended when the attempt started.
+CREATE OR REPLACE VIEW {schema}.attempt_timeline AS
+SELECT a.run_id,
+       r.workflow,
+       a.step,
+       a.attempt,
+       a.activity,
+       a.status,
+       a.is_rescue,
+       a.started_at,
+       a.ended_at,
+       coalesce(a.ended_at, now()) - a.started_at            AS duration,
+       a.delay_ms * interval '1 millisecond'                 AS delay_before_next,
+       a.delay_source,
+       lead(a.started_at) OVER (PARTITION BY a.run_id, a.step ORDER BY a.attempt) - a.ended_at AS waited,
+       a.attempt > s.budget_from                             AS in_budget,
+       a.worker,
+       a.epoch,
+       a.trace_id,
+       a.span_id,
+       a.error_type,
+       a.error_message,
+       th.throttled_for,
+       th.cause                                              AS throttled_by
+FROM {schema}.attempts a
+JOIN {schema}.runs r ON r.id = a.run_id
+JOIN {schema}.steps s ON s.run_id = a.run_id AND s.step = a.step
+LEFT JOIN LATERAL (
+    SELECT t.ended_at - t.began_at AS throttled_for, t.cause
+    FROM {schema}.throttles t
+    WHERE t.run_id = a.run_id AND t.step = a.step AND t.ended_at = a.started_at
+    ORDER BY t.id DESC LIMIT 1) AS th ON true;

@@ -1,0 +1,261 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// Flow control, the worker's part (the database's is migration 16's _flow):
+// a step of an activity that calls a downstream (activities.Limited) asks
+// for admission in the write that records its attempt's start, and gives
+// back what it took in the write that records the attempt's end. Both ride
+// the group commit: no transaction of their own. A denied step's run was
+// parked by that very write; the step unwinds without an attempt.
+
+// AttemptThrottled is the Outcome of an AttemptEnd for an attempt a
+// downstream's limit denied: it was never recorded and its activity never
+// invoked; the run waits, charged nothing. Not an attempts.status.
+const AttemptThrottled record.AttemptStatus = "throttled"
+
+// FlowObserver is an optional interface of an Observer (the otel package
+// implements it): it hears of every admission and denial under a
+// downstream's limits, and of each downstream's state, about once a second.
+type FlowObserver interface {
+	// Admitted is called when an attempt of a step calling downstream was
+	// admitted under its limits.
+	Admitted(ctx context.Context, downstream string)
+	// Denied is called when a step's attempt was denied by cause (a
+	// flow.Cause* constant).
+	Denied(ctx context.Context, downstream, cause string)
+	// DownstreamState is called with each downstream's breaker state and
+	// the steps waiting on it, as the worker's sweep reads them.
+	DownstreamState(downstream, breaker string, waiting, inUse int64)
+}
+
+// flows is the worker's record of the downstreams its code declares.
+type flows struct {
+	store *store.Store
+	label string
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	declared map[string]*declaration
+	names    []string          // declared, for the sweep
+	breakers map[string]string // each breaker's state at the last sweep
+	swept    time.Time
+}
+
+// declaration is one downstream's row, written once per worker process.
+type declaration struct {
+	limits flow.Limits
+	once   sync.Once
+	done   bool
+	err    error
+}
+
+// declare writes d's row the first time this worker uses d; a failure is
+// tried again on the next use. A second downstream of the same name with
+// other limits is logged: the first declared is the one applied.
+func (f *flows) declare(ctx context.Context, d *flow.Downstream) error {
+	f.mu.Lock()
+	decl := f.declared[d.Name()]
+	if decl == nil {
+		decl = &declaration{limits: d.Limits()}
+		if f.declared == nil {
+			f.declared = map[string]*declaration{}
+		}
+		f.declared[d.Name()] = decl
+	} else if !decl.done && decl.err != nil {
+		decl = &declaration{limits: d.Limits()} // try again
+		f.declared[d.Name()] = decl
+	}
+	f.mu.Unlock()
+	if fmt.Sprint(decl.limits) != fmt.Sprint(d.Limits()) {
+		f.log.Warn("tenure: two downstreams of one name declare different limits; the first declared applies",
+			"downstream", d.Name(), "applied", decl.limits.String(), "ignored", d.Limits().String())
+	}
+	decl.once.Do(func() {
+		b, err := json.Marshal(decl.limits)
+		if err == nil {
+			err = f.store.DeclareDownstream(ctx, d.Name(), b, f.label)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		decl.err, decl.done = err, err == nil
+		if err == nil {
+			f.names = append(f.names, d.Name())
+			slices.Sort(f.names)
+		}
+	})
+	return decl.err
+}
+
+// sweepEvery is how often a worker that declares downstreams sweeps them
+// (store.FlowSweep): capacity of dead workers back, stalled probes woken.
+const sweepEvery = time.Second
+
+// sweep runs the sweep when it is due, in the claim loop.
+func (f *flows) sweep(ctx context.Context, o Observer, timeout time.Duration) {
+	f.mu.Lock()
+	names := slices.Clone(f.names)
+	due := len(names) > 0 && time.Since(f.swept) >= sweepEvery
+	if due {
+		f.swept = time.Now()
+	}
+	f.mu.Unlock()
+	if !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	states, err := f.store.FlowSweep(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("tenure: cannot sweep downstreams; capacity of dead workers comes back at the next sweep", "error", err)
+		}
+		return
+	}
+	fo, _ := o.(FlowObserver)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.breakers == nil {
+		f.breakers = map[string]string{}
+	}
+	for _, s := range states {
+		if was, ok := f.breakers[s.Name]; ok && was != s.Breaker {
+			f.log.Warn("tenure: a downstream's breaker changed state (audit_log, action breaker, says why)",
+				"downstream", s.Name, "from", was, "to", s.Breaker, "waiting", s.Waiting)
+		}
+		f.breakers[s.Name] = s.Breaker
+		if fo != nil {
+			fo.DownstreamState(s.Name, s.Breaker, s.Waiting, s.InUse)
+		}
+	}
+}
+
+// stepFlow is what a step that calls a downstream asks for.
+type stepFlow struct {
+	downstream string
+	key        string
+}
+
+// flowOf returns the step's downstream and key, or nil when act calls
+// none, having the downstream's row written if this worker has not yet.
+func (e *execution) flowOf(act activities.Definition, input []byte, n int) (*stepFlow, error) {
+	l, ok := act.(activities.Limited)
+	if !ok || l.Downstream() == nil {
+		return nil, nil
+	}
+	d := l.Downstream()
+	key, err := l.Key(input)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", n, err)
+	}
+	if err := e.retry(e.w.writes, func(ctx context.Context) error { return e.w.flows.declare(ctx, d) }); err != nil {
+		e.abandon("declare downstream "+d.Name(), err)
+		exit()
+	}
+	return &stepFlow{downstream: d.Name(), key: store.Text(key)}, nil
+}
+
+// take is what attempt a of the step asks for: a retry is charged to the
+// downstream's retry budget.
+func (s *stepRun) take(rescue bool) *store.FlowTake {
+	if s.flow == nil {
+		return nil
+	}
+	retry := !rescue && s.attempt > s.prior.BudgetFrom
+	return &store.FlowTake{Downstream: s.flow.downstream, Key: s.flow.key, Retry: retry}
+}
+
+// begin records attempt a's start, asking its downstream, if any, to admit
+// it in the same write.
+func (s *stepRun) begin(a attempt, ref TraceRef, rescue bool) (store.WriteResult, error) {
+	take := s.take(rescue)
+	if take != nil {
+		// A denial ends the lease in this write: a heartbeat missing it
+		// meanwhile leaves the verdict to the write's result.
+		s.e.ending.Store(true)
+	}
+	started, err := s.rec.start(a, s.policyJSON, ref, take)
+	if take != nil && (err != nil || started.Denied == nil) {
+		s.e.ending.Store(false)
+	}
+	if err == nil && started.Denied == nil {
+		s.held(take)
+	}
+	return started, err
+}
+
+// held records that the attempt just started holds what its take was
+// given, until its end is written.
+func (s *stepRun) held(t *store.FlowTake) {
+	if t == nil {
+		return
+	}
+	s.e.holding = &store.FlowGive{Downstream: t.Downstream, Key: t.Key, Outcome: store.GiveNone}
+	if o, ok := s.e.w.cfg.Observer.(FlowObserver); ok {
+		o.Admitted(s.e.ctx, t.Downstream)
+	}
+}
+
+// settle sets the outcome that the give of attempt a carries: an error the
+// downstream may be to blame for (retried, or given up after all retries,
+// or timed out) counts against its breaker. A lost or abandoned attempt
+// gives nothing back: nothing more is written, and its capacity returns
+// when its lease expires.
+func (e *execution) settle(a attempt) {
+	g := e.holding
+	if g == nil {
+		return
+	}
+	switch a.verdict {
+	case succeeded:
+		g.Outcome = store.GiveOK
+	case retry:
+		g.Outcome = store.GiveError
+	case gaveUp:
+		g.Outcome = store.GiveNone
+		if a.end.Status == record.AttemptFailed || a.end.Status == record.AttemptTimedOut {
+			switch a.fail.reason {
+			case sdk.ReasonRetriesExhausted, sdk.ReasonDeadline:
+				g.Outcome = store.GiveError
+			}
+		}
+	case lost, abandoned:
+		e.holding = nil
+	}
+}
+
+// throttled ends attempt a, which a limit denied: its run is parked
+// already, and the step unwinds. The observer hears of the attempt as
+// AttemptThrottled.
+func (s *stepRun) throttled(a attempt, d store.Denial) attempt {
+	s.attempt--
+	a.verdict, a.why, a.denial = throttled, "denied by "+d.Cause, &d
+	if o, ok := s.e.w.cfg.Observer.(FlowObserver); ok {
+		o.Denied(s.e.ctx, s.flow.downstream, d.Cause)
+	}
+	return a
+}
+
+// parked ends the segment of a run a limit parked.
+func (e *execution) parked(d store.Denial) {
+	e.w.suspended.Add(1)
+	e.w.throttled.Add(1)
+	e.end = SegmentEnd{Outcome: SegmentSuspended}
+	if d.Wait != store.NoDue {
+		e.w.wakeAt(d.Wait)
+	}
+}

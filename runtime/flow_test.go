@@ -1,0 +1,209 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// peak counts the calls in progress and the most seen at once.
+type peak struct {
+	mu        sync.Mutex
+	now, most map[string]int
+}
+
+func newPeak() *peak { return &peak{now: map[string]int{}, most: map[string]int{}} }
+
+func (p *peak) enter(k string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.now[k]++
+	p.most[k] = max(p.most[k], p.now[k])
+}
+
+func (p *peak) leave(k string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.now[k]--
+}
+
+func (p *peak) max(k string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.most[k]
+}
+
+// fscalar is scalar with {schema} replaced by the test's schema.
+func fscalar[T any](e *env, query string, args ...any) T {
+	return scalar[T](e, strings.ReplaceAll(query, "{schema}", e.schema), args...)
+}
+
+type keyed struct {
+	Key string
+	N   int
+}
+
+func startKeyed(t *testing.T, e *env, wf *sdk.Workflow[keyed, int], keys ...string) []*sdk.Run[int] {
+	t.Helper()
+	var params []sdk.StartParams[keyed]
+	for i, k := range keys {
+		params = append(params, sdk.StartParams[keyed]{Input: keyed{Key: k, N: i}})
+	}
+	runs, err := sdk.StartMany(e.ctx, e.client, wf, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+func TestFlow_ConcurrencyLimitIsNeverExceededAndChargesNothing(t *testing.T) {
+	e := newEnv(t)
+	ds := flow.New("slow-api", flow.Concurrency(2))
+	p := newPeak()
+	act := activities.New("call-slow", func(ctx context.Context, x keyed) (int, error) {
+		p.enter(x.Key)
+		defer p.leave(x.Key)
+		time.Sleep(50 * time.Millisecond)
+		return x.N, nil
+	}, policy.MaxAttempts(1)).Calls(ds, func(x keyed) string { return x.Key })
+	wf := sdk.NewWorkflow("limited", func(ctx context.Context, x keyed) (int, error) {
+		return sdk.Execute(ctx, act, x)
+	})
+	e.worker(e.config(), wf)
+	e.worker(e.config(), wf)
+	var keys []string
+	for i := range 12 {
+		keys = append(keys, []string{"a", "b"}[i%2])
+	}
+	for _, r := range startKeyed(t, e, wf, keys...) {
+		if _, err := result(t, r); err != nil {
+			t.Fatalf("run %s: %v", r.ID, err)
+		}
+	}
+	for _, k := range []string{"a", "b"} {
+		if got := p.max(k); got > 2 || got < 1 {
+			t.Errorf("key %s: %d calls at once, limit 2", k, got)
+		}
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.attempts`); n != 12 {
+		t.Errorf("attempts = %d, want 12 (a denied step makes none)", n)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.throttles WHERE ended_at IS NULL`); n != 0 {
+		t.Errorf("%d throttles left open", n)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.throttles WHERE cause = 'concurrency'`); n == 0 {
+		t.Error("no step was throttled: the test shows nothing")
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.attempt_timeline WHERE throttled_by = 'concurrency' AND throttled_for > interval '0'`); n == 0 {
+		t.Error("attempt_timeline names no throttled attempt")
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != 0 {
+		t.Errorf("%d slots still held after every run completed", n)
+	}
+}
+
+func TestFlow_RateLimitSpacesStarts(t *testing.T) {
+	e := newEnv(t)
+	ds := flow.New("rated-api", flow.Rate(10, time.Second, 2))
+	act := activities.New("call-rated", func(ctx context.Context, x keyed) (int, error) { return x.N, nil }).Calls(ds, nil)
+	wf := sdk.NewWorkflow("rated", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(e.config(), wf)
+	began := time.Now()
+	for _, r := range startKeyed(t, e, wf, "", "", "", "", "", "", "", "") {
+		if _, err := result(t, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 8 starts at 10/s with a burst of 2: the 8th no sooner than 0.6 s.
+	if took := time.Since(began); took < 550*time.Millisecond {
+		t.Errorf("8 starts took %v: faster than 10/s with a burst of 2", took)
+	}
+	span := fscalar[float64](e, `SELECT extract(epoch FROM max(started_at) - min(started_at)) FROM {schema}.attempts`)
+	if span < 0.59 {
+		t.Errorf("the ledger's starts span %.3fs, want at least 0.6s", span)
+	}
+}
+
+func TestFlow_BreakerOpensProbesAndCloses(t *testing.T) {
+	e := newEnv(t)
+	ds := flow.New("flaky-api", flow.Breaker(flow.BreakerPolicy{ErrorRatio: 0.5, MinCalls: 3, Window: 10 * time.Second, OpenFor: 300 * time.Millisecond}))
+	var down atomic.Bool
+	down.Store(true)
+	var calls atomic.Int32
+	act := activities.New("call-flaky", func(ctx context.Context, x keyed) (int, error) {
+		calls.Add(1)
+		if down.Load() {
+			return 0, errors.New("503")
+		}
+		return x.N, nil
+	}, policy.MaxAttempts(50), policy.Constant(20*time.Millisecond)).Calls(ds, nil)
+	wf := sdk.NewWorkflow("breaker", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(e.config(), wf)
+	runs := startKeyed(t, e, wf, "", "", "", "", "")
+	eventually(t, "the breaker opens", func() bool {
+		return fscalar[string](e, `SELECT coalesce((SELECT breaker FROM {schema}.downstream_status WHERE name = 'flaky-api'), 'closed')`) != "closed"
+	})
+	time.Sleep(time.Second)
+	down.Store(false)
+	for _, r := range runs {
+		if _, err := result(t, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fscalar[string](e, `SELECT breaker FROM {schema}.downstream_status WHERE name = 'flaky-api'`); got != "closed" {
+		t.Errorf("breaker %s after recovery, want closed", got)
+	}
+	hist := fscalar[string](e, `SELECT string_agg(from_state || '>' || to_state, ' ' ORDER BY id) FROM {schema}.breaker_history`)
+	if hist == "" {
+		t.Fatal("no breaker history")
+	}
+	t.Logf("breaker history: %s; %d calls", hist, calls.Load())
+	// While open, probes are one per open interval: far fewer calls than
+	// the runs' retries at 20 ms would make.
+	if n := calls.Load(); n > 40 {
+		t.Errorf("%d calls: the breaker did not hold back retries", n)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.throttles WHERE cause = 'breaker'`); n == 0 {
+		t.Error("no step waited on the breaker")
+	}
+}
+
+func TestFlow_LimitChangedInSQLIsAuditedAndKept(t *testing.T) {
+	e := newEnv(t)
+	ds := flow.New("tunable", flow.Concurrency(5))
+	act := activities.New("call-tunable", func(ctx context.Context, x keyed) (int, error) { return x.N, nil }).Calls(ds, nil)
+	wf := sdk.NewWorkflow("tunable", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
+	w := e.worker(e.config(), wf)
+	if _, err := result(t, startKeyed(t, e, wf, "")[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`SELECT %s.set_downstream('tunable', '{"concurrency": 1}', 'INC-7')`, e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fscalar[int32](e, `SELECT concurrency FROM {schema}.downstreams WHERE name = 'tunable'`); got != 1 {
+		t.Fatalf("concurrency %d after set_downstream, want 1", got)
+	}
+	audit := fscalar[string](e, `SELECT string_agg(filter->>'by' || ':' || coalesce(filter->'after'->>'concurrency', '-') || ':' || coalesce(note, ''), ' ' ORDER BY id)
+		FROM {schema}.audit_log WHERE action = 'limits'`)
+	if want := "declaration by " + w.Label() + ":5: person:1:INC-7"; audit != want {
+		t.Errorf("audit = %q, want %q", audit, want)
+	}
+	// A second worker's declaration no longer overrides the person's change.
+	e.worker(e.config(), wf)
+	if _, err := result(t, startKeyed(t, e, wf, "")[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := fscalar[int32](e, `SELECT concurrency FROM {schema}.downstreams WHERE name = 'tunable'`); got != 1 {
+		t.Errorf("concurrency %d after a worker declared 5 again, want the person's 1", got)
+	}
+}
