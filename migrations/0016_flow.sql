@@ -342,7 +342,7 @@ BEGIN
             HINT = 'a downstream exists once a worker whose code declares it has started';
     END IF;
     PERFORM pg_catalog.set_config('tenure.note', '', true);
-    PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+    PERFORM pg_catalog.pg_notify({schema}.runs_channel(), '');
     RETURN {schema}._limits(d);
 END
 $$;
@@ -376,7 +376,7 @@ BEGIN
     PERFORM pg_catalog.set_config('tenure.declaring', '', true);
     PERFORM pg_catalog.set_config('tenure.by', '', true);
     PERFORM pg_catalog.set_config('tenure.note', '', true);
-    PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+    PERFORM pg_catalog.pg_notify({schema}.runs_channel(), '');
     RETURN {schema}._limits(d);
 END
 $$;
@@ -428,7 +428,7 @@ BEGIN
         r := NULL;
     END LOOP;
     IF woken > 0 THEN
-        PERFORM pg_catalog.pg_notify({schema}.runs_channel(), 'wake');
+        PERFORM pg_catalog.pg_notify({schema}.runs_channel(), '');
     END IF;
     RETURN woken;
 END
@@ -826,12 +826,15 @@ FROM {schema}.audit_log a
 WHERE a.action = 'breaker';
 
 -- step_throttling: how often and how long each step waited on limits.
+-- A wait that never ended (its run was cancelled while it waited) counts
+-- until the run's end, and is no longer waiting.
 CREATE VIEW {schema}.step_throttling AS
 SELECT t.run_id, t.step, count(*) AS waits, sum(t.denials) AS denials,
-       sum(coalesce(t.ended_at, now()) - t.began_at) AS throttled_for,
+       sum(coalesce(t.ended_at, r.finished_at, now()) - t.began_at) AS throttled_for,
        (array_agg(t.cause ORDER BY t.id DESC))[1] AS last_cause,
-       bool_or(t.ended_at IS NULL) AS waiting
+       bool_or(t.ended_at IS NULL AND r.finished_at IS NULL) AS waiting
 FROM {schema}.throttles t
+JOIN {schema}.runs r ON r.id = t.run_id
 GROUP BY t.run_id, t.step;
 
 -- attempt_timeline gains, for each attempt, the wait on limits just before

@@ -67,6 +67,7 @@ func startKeyed(t *testing.T, e *env, wf *sdk.Workflow[keyed, int], keys ...stri
 }
 
 func TestFlow_ConcurrencyLimitIsNeverExceededAndChargesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ds := flow.New("slow-api", flow.Concurrency(2))
 	p := newPeak()
@@ -113,6 +114,7 @@ func TestFlow_ConcurrencyLimitIsNeverExceededAndChargesNothing(t *testing.T) {
 }
 
 func TestFlow_RateLimitSpacesStarts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ds := flow.New("rated-api", flow.Rate(10, time.Second, 2))
 	act := activities.New("call-rated", func(ctx context.Context, x keyed) (int, error) { return x.N, nil }).Calls(ds, nil)
@@ -135,6 +137,7 @@ func TestFlow_RateLimitSpacesStarts(t *testing.T) {
 }
 
 func TestFlow_BreakerOpensProbesAndCloses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ds := flow.New("flaky-api", flow.Breaker(flow.BreakerPolicy{ErrorRatio: 0.5, MinCalls: 3, Window: 10 * time.Second, OpenFor: 300 * time.Millisecond}))
 	var down atomic.Bool
@@ -179,6 +182,7 @@ func TestFlow_BreakerOpensProbesAndCloses(t *testing.T) {
 }
 
 func TestFlow_LimitChangedInSQLIsAuditedAndKept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ds := flow.New("tunable", flow.Concurrency(5))
 	act := activities.New("call-tunable", func(ctx context.Context, x keyed) (int, error) { return x.N, nil }).Calls(ds, nil)
@@ -205,5 +209,109 @@ func TestFlow_LimitChangedInSQLIsAuditedAndKept(t *testing.T) {
 	}
 	if got := fscalar[int32](e, `SELECT concurrency FROM {schema}.downstreams WHERE name = 'tunable'`); got != 1 {
 		t.Errorf("concurrency %d after a worker declared 5 again, want the person's 1", got)
+	}
+}
+
+// blockFirst is an activity calling ds whose call for input Key "block"
+// blocks on g; others return at once.
+func blockFirst(g *gate, ds *flow.Downstream, started *atomic.Int32) *activities.Activity[keyed, int] {
+	return activities.New("call-blocking", func(ctx context.Context, x keyed) (int, error) {
+		started.Add(1)
+		if x.Key == "block" {
+			g.wait()
+		}
+		return x.N, nil
+	}, policy.MaxAttempts(1)).Calls(ds, nil)
+}
+
+func TestFlow_CapacityOfALostLeaseComesBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGate(e)
+	var started atomic.Int32
+	act := blockFirst(g, flow.New("one-at-a-time", flow.Concurrency(1)), &started)
+	wf := sdk.NewWorkflow("one-at-a-time", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(e.config(), wf)
+	first := startKeyed(t, e, wf, "block")[0]
+	eventually(t, "the first call holds the slot", func() bool { return started.Load() == 1 })
+	second := startKeyed(t, e, wf, "")[0]
+	eventually(t, "the second run waits on the limit", func() bool {
+		return fscalar[int64](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, second.ID) == 1
+	})
+	// The first run's lease moves on (as when its worker dies and another
+	// takes it): its slot is held by a stale epoch, which holds nothing.
+	if _, err := e.pool.Exec(e.ctx, strings.ReplaceAll(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, "{schema}", e.schema), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, second); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.attempts WHERE run_id = $1`, second.ID); n != 1 {
+		t.Errorf("second run made %d attempts, want 1", n)
+	}
+	g.release()
+}
+
+func TestFlow_CancelEndsARunWaitingOnALimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGate(e)
+	var started atomic.Int32
+	act := blockFirst(g, flow.New("one-at-a-time", flow.Concurrency(1)), &started)
+	wf := sdk.NewWorkflow("one-at-a-time", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(e.config(), wf)
+	first := startKeyed(t, e, wf, "block")[0]
+	eventually(t, "the first call holds the slot", func() bool { return started.Load() == 1 })
+	second := startKeyed(t, e, wf, "")[0]
+	eventually(t, "the second run waits on the limit", func() bool {
+		return fscalar[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, second.ID) == "limit:one-at-a-time"
+	})
+	if err := e.client.Cancel(e.ctx, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(t, second); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("second run: %v, want cancelled", err)
+	}
+	if got := fscalar[bool](e, `SELECT waiting FROM {schema}.step_throttling WHERE run_id = $1`, second.ID); got {
+		t.Error("a cancelled run's step is still shown waiting")
+	}
+	g.release()
+	if _, err := result(t, first); err != nil {
+		t.Fatal(err)
+	}
+	if n := started.Load(); n != 1 {
+		t.Errorf("%d calls, want 1: the cancelled run never called", n)
+	}
+}
+
+func TestFlow_RetryBudgetHoldsRetriesBackWithoutChargingThem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ds := flow.New("budgeted", flow.WithRetryBudget(0, 5))
+	var calls sync.Map // run input -> calls
+	act := activities.New("call-budgeted", func(ctx context.Context, x keyed) (int, error) {
+		n, _ := calls.LoadOrStore(x.N, new(atomic.Int32))
+		if n.(*atomic.Int32).Add(1) <= 3 {
+			return 0, errors.New("503")
+		}
+		return x.N, nil
+	}, policy.MaxAttempts(4), policy.Constant(10*time.Millisecond), policy.Jitter(policy.NoJitter)).Calls(ds, nil)
+	wf := sdk.NewWorkflow("budgeted", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
+	e.worker(e.config(), wf)
+	began := time.Now()
+	for _, r := range startKeyed(t, e, wf, "", "", "", "", "", "") {
+		if _, err := result(t, r); err != nil {
+			t.Fatalf("run %s: %v (a retry held back by the budget must not be charged)", r.ID, err)
+		}
+	}
+	// 18 retries at 5 a second, with a balance of 5: at least 2.6 s.
+	if took := time.Since(began); took < 2500*time.Millisecond {
+		t.Errorf("18 retries took %v: faster than a budget of 5/s allows", took)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.attempts`); n != 24 {
+		t.Errorf("attempts = %d, want 24", n)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.throttles WHERE cause = 'retry-budget'`); n == 0 {
+		t.Error("no retry waited on the budget")
 	}
 }
