@@ -140,6 +140,8 @@ CREATE TABLE {schema}.throttles (
     key        text        NOT NULL,
     cause      text        NOT NULL CHECK (cause IN ('concurrency', 'rate', 'breaker', 'retry-budget')),
     denials    integer     NOT NULL DEFAULT 1,
+    -- The attempt admitted when the wait ended.
+    attempt    integer,
     began_at   timestamptz NOT NULL DEFAULT now(),
     ended_at   timestamptz
 );
@@ -458,8 +460,8 @@ $$;
 -- run no longer running and writes nothing.
 CREATE FUNCTION {schema}._flow(
     give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
-    take_runs uuid[], take_epochs bigint[], take_steps integer[], take_downstreams text[], take_keys text[],
-    take_retries boolean[], by text)
+    take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
+    take_keys text[], take_retries boolean[], by text)
 RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -477,6 +479,9 @@ DECLARE
     held integer;
     slot_no integer;
     wake timestamptz;
+    due timestamptz; -- when a denied take is due again; NULL: when woken
+    tnow timestamptz; -- the take's time, once it holds the locks
+    admitted jsonb := '{}'; -- run -> tnow, for the attempts' started_at
 BEGIN
     -- Lock: downstream states, then keys, each in order.
     INSERT INTO {schema}.downstream_state (name)
@@ -536,8 +541,18 @@ BEGIN
 
     -- Takes, in order: the breaker, the retry budget, the concurrency
     -- limit, the rate; capacity is taken only when all admit.
-    FOR t IN SELECT * FROM unnest(take_runs, take_epochs, take_steps, take_downstreams, take_keys, take_retries)
-                 WITH ORDINALITY AS x(run_id, epoch, step, downstream, key, retry, n) ORDER BY n LOOP
+    FOR t IN SELECT * FROM unnest(take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys, take_retries)
+                 WITH ORDINALITY AS x(run_id, epoch, step, attempt, downstream, key, retry, n) ORDER BY n LOOP
+        IF NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'running') THEN
+            CONTINUE; -- the lease is lost: nothing to admit; the start's fence refuses it
+        END IF;
+        -- The clock, not the transaction's start: this take holds the locks
+        -- now, after every release it waited for committed. It is the
+        -- attempt's started_at too (tenure.admitted, read by the batch's
+        -- start of attempts), so the ledger shows the very times the limits
+        -- were checked at, and never a start before the end that made room.
+        tnow := clock_timestamp();
+        due := NULL;
         SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = t.downstream;
         SELECT * INTO s FROM {schema}.downstream_state x WHERE x.name = t.downstream;
         SELECT * INTO fk FROM {schema}.flow_keys x WHERE x.downstream = t.downstream AND x.key = t.key;
@@ -546,7 +561,7 @@ BEGIN
             why := 'breaker';
             IF NOT s.breaker_manual AND NOT s.probe_due THEN
                 -- This run will be the probe: due when the breaker half-opens.
-                wait := greatest(extract(epoch FROM s.open_until - now()) * 1000, 0);
+                due := s.open_until;
                 UPDATE {schema}.downstream_state x SET probe_due = true WHERE x.name = t.downstream;
             END IF;
         ELSIF s.breaker = 'open' OR (s.breaker = 'half_open' AND NOT EXISTS (
@@ -562,9 +577,9 @@ BEGIN
                               + d.retry_per_s * coalesce(extract(epoch FROM now() - s.tokens_at), 0));
             IF s.tokens < 1 THEN
                 why := 'retry-budget';
-                wake := greatest(now() + (1 - s.tokens) / greatest(d.retry_per_s, 0.001) * interval '1 second',
-                                 coalesce(s.retry_wake, now()));
-                wait := extract(epoch FROM wake - now()) * 1000;
+                wake := greatest(tnow + (1 - s.tokens) / greatest(d.retry_per_s, 0.001) * interval '1 second',
+                                 coalesce(s.retry_wake, tnow));
+                due := wake;
                 UPDATE {schema}.downstream_state x SET tokens = s.tokens, tokens_at = now(),
                     retry_wake = wake + 1 / greatest(d.retry_per_s, 0.001) * interval '1 second'
                 WHERE x.name = t.downstream;
@@ -593,11 +608,11 @@ BEGIN
             em := d.rate_interval_ms::float8 / d.rate;
             -- GCRA: admitted when the arrival time, pushed one interval on,
             -- is no further ahead than the burst allows.
-            IF greatest(coalesce(fk.tat, now()), now()) - now() > (d.burst - 1) * em * interval '1 millisecond' THEN
+            IF greatest(coalesce(fk.tat, tnow), tnow) - tnow > (d.burst - 1) * em * interval '1 millisecond' THEN
                 why := 'rate';
-                wake := greatest(greatest(fk.tat, now()) - (d.burst - 1) * em * interval '1 millisecond',
-                                 coalesce(fk.rate_wake, now()));
-                wait := extract(epoch FROM wake - now()) * 1000;
+                wake := greatest(greatest(fk.tat, tnow) - (d.burst - 1) * em * interval '1 millisecond',
+                                 coalesce(fk.rate_wake, tnow));
+                due := wake;
                 UPDATE {schema}.flow_keys x SET rate_wake = wake + em * interval '1 millisecond'
                 WHERE x.downstream = t.downstream AND x.key = t.key;
             END IF;
@@ -611,7 +626,7 @@ BEGIN
             END IF;
             IF d.rate IS NOT NULL THEN
                 UPDATE {schema}.flow_keys x
-                SET tat = greatest(coalesce(x.tat, now()), now()) + em * interval '1 millisecond'
+                SET tat = greatest(coalesce(x.tat, tnow), tnow) + em * interval '1 millisecond'
                 WHERE x.downstream = t.downstream AND x.key = t.key;
             END IF;
             UPDATE {schema}.downstream_state x SET
@@ -630,8 +645,9 @@ BEGIN
                 UPDATE {schema}.downstream_state x SET probe_run = t.run_id, probe_epoch = t.epoch
                 WHERE x.name = t.downstream;
             END IF;
-            UPDATE {schema}.throttles x SET ended_at = now()
+            UPDATE {schema}.throttles x SET ended_at = tnow, attempt = t.attempt
             WHERE x.run_id = t.run_id AND x.step = t.step AND x.ended_at IS NULL;
+            admitted := admitted || jsonb_build_object(t.run_id::text, tnow);
             run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL;
             RETURN NEXT;
             CONTINUE;
@@ -639,10 +655,13 @@ BEGIN
 
         -- Denied: park the run, record the throttle, queue it when it waits
         -- for a release.
+        IF due IS NOT NULL THEN
+            wait := greatest(extract(epoch FROM due - clock_timestamp()) * 1000, 0);
+        END IF;
         UPDATE {schema}.runs r SET status = 'queued',
             run_after = CASE WHEN r.cancel_requested_at IS NOT NULL THEN now()
-                             WHEN wait IS NULL THEN 'infinity'
-                             ELSE now() + wait * interval '1 millisecond' END,
+                             WHEN due IS NULL THEN 'infinity'
+                             ELSE due END,
             waiting_for = 'limit:' || t.downstream,
             claimant = NULL, lease_expires_at = NULL, updated_at = now()
         WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'running';
@@ -661,7 +680,7 @@ BEGIN
             INSERT INTO {schema}.throttles (run_id, step, downstream, key, cause)
             VALUES (t.run_id, t.step, t.downstream, t.key, why);
         END IF;
-        IF wait IS NULL THEN
+        IF due IS NULL THEN
             DELETE FROM {schema}.flow_waiters x WHERE x.run_id = t.run_id;
             INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since)
             SELECT t.downstream, CASE WHEN why = 'breaker' THEN '' ELSE t.key END, why, t.run_id,
@@ -671,6 +690,9 @@ BEGIN
         run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait;
         RETURN NEXT;
     END LOOP;
+    IF admitted <> '{}' THEN
+        PERFORM pg_catalog.set_config('tenure.admitted', admitted::text, true);
+    END IF;
 END
 $$;
 
@@ -869,5 +891,5 @@ JOIN {schema}.steps s ON s.run_id = a.run_id AND s.step = a.step
 LEFT JOIN LATERAL (
     SELECT t.ended_at - t.began_at AS throttled_for, t.cause
     FROM {schema}.throttles t
-    WHERE t.run_id = a.run_id AND t.step = a.step AND t.ended_at = a.started_at
+    WHERE t.run_id = a.run_id AND t.step = a.step AND t.attempt = a.attempt
     ORDER BY t.id DESC LIMIT 1) AS th ON true;

@@ -604,8 +604,12 @@ const sqlStartAttempt = `
 		WHERE s.status NOT IN ('completed', 'failed')
 		RETURNING run_id, first_started_at),
 	a AS (
-		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id)
-		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, '')
+		-- An attempt admitted under a limit starts when it was admitted
+		-- (_flow's tenure.admitted): after the end that made room for it
+		-- committed, where the transaction's start may be before it.
+		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id, started_at)
+		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, ''),
+		       coalesce((nullif(current_setting('tenure.admitted', true), '')::jsonb ->> run_id::text)::timestamptz, now())
 		FROM f
 		ON CONFLICT (run_id, step, attempt) DO NOTHING)
 	SELECT st.run_id, f.epoch, extract(epoch FROM now() - st.first_started_at)::float8 * 1000 FROM st JOIN f USING (run_id)`

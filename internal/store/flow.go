@@ -49,7 +49,7 @@ type flowParts struct {
 	giveDownstreams, giveKeys, giveOut []string
 	takeRuns                           []uuidParam
 	takeEpochs                         []int64
-	takeSteps                          []int32
+	takeSteps, takeAttempts            []int32
 	takeDownstreams, takeKeys          []string
 	takeRetries                        []bool
 	by                                 string
@@ -67,6 +67,7 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 	if a := w.StartAttempt; a != nil && a.Take != nil {
 		t := a.Take
 		f.takeRuns, f.takeEpochs, f.takeSteps = append(f.takeRuns, id), append(f.takeEpochs, ep), append(f.takeSteps, int32(a.Step))
+		f.takeAttempts = append(f.takeAttempts, int32(a.Attempt))
 		f.takeDownstreams, f.takeKeys, f.takeRetries = append(f.takeDownstreams, t.Downstream), append(f.takeKeys, t.Key), append(f.takeRetries, t.Retry)
 		if f.by == "" {
 			f.by = a.Worker
@@ -81,11 +82,11 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 // sqlFlow takes and gives back a batch's capacity (migration 16's _flow),
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
-const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	b.Queue(s.sql(sqlFlow), f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
-		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeDownstreams, f.takeKeys, f.takeRetries, f.by)
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.by)
 }
 
 // read reads _flow's answer: the takes it denied.
