@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -152,11 +153,19 @@ func New(name string, opts ...Option) *Downstream {
 	if name == "" || len(name) > 200 {
 		panic(fmt.Errorf("flow.New(%q): the name must be 1 to 200 bytes: %w", name, ErrInvalid))
 	}
+	if strings.HasPrefix(name, WorkflowPrefix) {
+		panic(fmt.Errorf("flow.New(%q): names beginning %q are a workflow's concurrency key's (sdk.WithConcurrency): %w", name, WorkflowPrefix, ErrInvalid))
+	}
 	if err := l.Validate(); err != nil {
 		panic(fmt.Errorf("flow.New(%q): %w", name, err))
 	}
 	return &Downstream{name: name, limits: l}
 }
+
+// WorkflowPrefix begins the name of the downstream that holds a workflow's
+// concurrency key (sdk.WithConcurrency): "workflow:<workflow name>". No
+// downstream of New may take such a name.
+const WorkflowPrefix = "workflow:"
 
 // Name is the downstream's name, the key of its row.
 func (d *Downstream) Name() string { return d.name }

@@ -40,6 +40,11 @@ CREATE TABLE {schema}.downstreams (
     breaker_min_calls   integer     NOT NULL DEFAULT 10 CHECK (breaker_min_calls > 0),
     breaker_window_ms   bigint      NOT NULL DEFAULT 10000 CHECK (breaker_window_ms > 0),
     breaker_open_ms     bigint      NOT NULL DEFAULT 5000 CHECK (breaker_open_ms > 0),
+    -- What holds a slot: an activity's attempt ('attempt', from its start
+    -- to its end, fenced by the lease's epoch), or a whole run ('run', the
+    -- downstream 'workflow:<name>' of a workflow's concurrency key, from its
+    -- first execution to its end, through suspensions and rescues).
+    holds               text        NOT NULL DEFAULT 'attempt' CHECK (holds IN ('attempt', 'run')),
     -- What code declared last, by which worker, when.
     declared            jsonb,
     declared_by         text,
@@ -262,22 +267,23 @@ CREATE TRIGGER downstreams_override BEFORE UPDATE ON {schema}.downstreams
 -- declare_downstream records a downstream as code declares it (limits is
 -- _limits' JSON) and applies it unless a person overrode the limits. by is
 -- the worker's label. Called by each worker once per downstream it uses.
-CREATE FUNCTION {schema}.declare_downstream(name text, limits jsonb, by text)
+CREATE FUNCTION {schema}.declare_downstream(name text, limits jsonb, by text, holds text DEFAULT 'attempt')
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pg_catalog.set_config('tenure.declaring', 'on', true);
     PERFORM pg_catalog.set_config('tenure.by', 'declaration by ' || by, true);
     INSERT INTO {schema}.downstreams AS d (name, concurrency, rate, rate_interval_ms, burst, retry_ratio, retry_per_s,
-        breaker_error_ratio, breaker_min_calls, breaker_window_ms, breaker_open_ms, declared, declared_by, declared_at)
+        breaker_error_ratio, breaker_min_calls, breaker_window_ms, breaker_open_ms, declared, declared_by, declared_at, holds)
     VALUES (declare_downstream.name, (limits->>'concurrency')::int, (limits->>'rate')::int,
         (limits->>'rate_interval_ms')::bigint, (limits->>'burst')::int,
         (limits->>'retry_ratio')::float8, (limits->>'retry_per_s')::float8,
         (limits->>'breaker_error_ratio')::float8, coalesce((limits->>'breaker_min_calls')::int, 10),
         coalesce((limits->>'breaker_window_ms')::bigint, 10000), coalesce((limits->>'breaker_open_ms')::bigint, 5000),
-        limits, by, now())
+        limits, by, now(), declare_downstream.holds)
     ON CONFLICT ON CONSTRAINT downstreams_pkey DO UPDATE SET
         declared = EXCLUDED.declared, declared_by = EXCLUDED.declared_by, declared_at = EXCLUDED.declared_at,
+        holds = EXCLUDED.holds,
         concurrency = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.concurrency ELSE d.concurrency END,
         rate = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.rate ELSE d.rate END,
         rate_interval_ms = CASE WHEN d.overridden_at IS NULL THEN EXCLUDED.rate_interval_ms ELSE d.rate_interval_ms END,
@@ -436,15 +442,27 @@ BEGIN
 END
 $$;
 
--- _live_holders counts the slots of a key whose holder still holds its
--- lease (the same epoch, running, not expired): the capacity in use.
+-- _holds says whether a slot's holder still holds it: for an attempt, its
+-- lease (the same epoch, running, not expired); for a run (a workflow's
+-- concurrency key), the run has not ended.
+CREATE FUNCTION {schema}._holds(run uuid, ep bigint, by_run boolean)
+RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT run IS NOT NULL AND EXISTS (
+        SELECT 1 FROM {schema}.runs r
+        WHERE r.id = run AND CASE WHEN by_run THEN r.status IN ('queued', 'running')
+                                  ELSE r.epoch = ep AND r.status = 'running' AND r.lease_expires_at > now() END)
+$$;
+
+-- _live_holders counts the slots of a key whose holder still holds it: the
+-- capacity in use.
 CREATE FUNCTION {schema}._live_holders(ds text, k text)
 RETURNS integer
 LANGUAGE sql STABLE AS $$
     SELECT count(*)::int FROM {schema}.flow_slots s
     WHERE s.downstream = ds AND s.key = k AND s.run_id IS NOT NULL
-      AND EXISTS (SELECT 1 FROM {schema}.runs r
-                  WHERE r.id = s.run_id AND r.epoch = s.epoch AND r.status = 'running' AND r.lease_expires_at > now())
+      AND {schema}._holds(s.run_id, s.epoch,
+                          coalesce((SELECT d.holds = 'run' FROM {schema}.downstreams d WHERE d.name = ds), false))
 $$;
 
 -- _flow is what a worker's group commit takes and gives back, in one call
@@ -458,10 +476,17 @@ $$;
 -- here, in the same transaction: queued, its lease given up, waiting_for
 -- 'limit:<downstream>'; the batch's start of its attempt then finds the
 -- run no longer running and writes nothing.
+--
+-- A take of a downstream that runs hold (a workflow's concurrency key,
+-- step 0) has a policy: 'queue' waits as above; 'cancel-newest' is denied
+-- with cause 'cancel-newest' and not parked (its worker ends the run
+-- cancelled); 'cancel-in-progress' asks the oldest holders to cancel, as
+-- many as make room, and waits for their ends. A run that holds a slot
+-- already is admitted again at once.
 CREATE FUNCTION {schema}._flow(
     give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
     take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
-    take_keys text[], take_retries boolean[], by text)
+    take_keys text[], take_retries boolean[], take_policies text[], by text)
 RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -500,12 +525,13 @@ BEGIN
     FOR g IN SELECT * FROM unnest(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes)
                  AS x(run_id, epoch, downstream, key, outcome) LOOP
         UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
-        WHERE x.run_id = g.run_id AND x.epoch = g.epoch AND x.downstream = g.downstream AND x.key = g.key;
+        WHERE x.run_id = g.run_id AND x.downstream = g.downstream AND x.key = g.key
+          AND (x.epoch = g.epoch OR g.outcome = 'run');
         GET DIAGNOSTICS freed = ROW_COUNT;
         IF freed > 0 THEN
             PERFORM {schema}._wake(g.downstream, g.key, 'concurrency', freed);
         END IF;
-        IF g.outcome NOT IN ('ok', 'error') THEN
+        IF g.outcome NOT IN ('ok', 'error') THEN -- 'none', or 'run': a run's end
             CONTINUE;
         END IF;
         SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = g.downstream;
@@ -541,8 +567,8 @@ BEGIN
 
     -- Takes, in order: the breaker, the retry budget, the concurrency
     -- limit, the rate; capacity is taken only when all admit.
-    FOR t IN SELECT * FROM unnest(take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys, take_retries)
-                 WITH ORDINALITY AS x(run_id, epoch, step, attempt, downstream, key, retry, n) ORDER BY n LOOP
+    FOR t IN SELECT * FROM unnest(take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys, take_retries, take_policies)
+                 WITH ORDINALITY AS x(run_id, epoch, step, attempt, downstream, key, retry, policy, n) ORDER BY n LOOP
         IF NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'running') THEN
             CONTINUE; -- the lease is lost: nothing to admit; the start's fence refuses it
         END IF;
@@ -585,19 +611,31 @@ BEGIN
                 WHERE x.name = t.downstream;
             END IF;
         END IF;
-        IF why IS NULL AND d.concurrency IS NOT NULL THEN
+        IF d.holds = 'run' AND EXISTS (SELECT 1 FROM {schema}.flow_slots x
+                                       WHERE x.downstream = t.downstream AND x.key = t.key AND x.run_id = t.run_id) THEN
+            NULL; -- the run holds its slot already (a resumption, a rescue)
+        ELSIF why IS NULL AND d.concurrency IS NOT NULL THEN
             held := {schema}._live_holders(t.downstream, t.key);
-            IF held >= d.concurrency THEN
+            IF held >= d.concurrency AND t.policy = 'cancel-newest' THEN
+                run_id := t.run_id; epoch := t.epoch; cause := 'cancel-newest'; wait_ms := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            ELSIF held >= d.concurrency THEN
                 why := 'concurrency';
+                IF t.policy = 'cancel-in-progress' THEN
+                    PERFORM {schema}.cancel_run(x.run_id) FROM (
+                        SELECT x.run_id FROM {schema}.flow_slots x
+                        WHERE x.downstream = t.downstream AND x.key = t.key AND x.run_id <> t.run_id
+                          AND {schema}._holds(x.run_id, x.epoch, true)
+                        ORDER BY x.taken_at LIMIT held - d.concurrency + 1) AS x;
+                END IF;
             ELSE
                 INSERT INTO {schema}.flow_slots (downstream, key, slot)
                 SELECT t.downstream, t.key, generate_series(1, d.concurrency)
                 ON CONFLICT DO NOTHING;
                 SELECT x.slot INTO slot_no FROM {schema}.flow_slots x
                 WHERE x.downstream = t.downstream AND x.key = t.key AND x.slot <= d.concurrency
-                  AND (x.run_id IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM {schema}.runs r
-                        WHERE r.id = x.run_id AND r.epoch = x.epoch AND r.status = 'running' AND r.lease_expires_at > now()))
+                  AND NOT {schema}._holds(x.run_id, x.epoch, d.holds = 'run')
                 ORDER BY x.slot LIMIT 1;
                 IF slot_no IS NULL THEN
                     why := 'concurrency'; -- held above the limit after it was lowered
@@ -758,8 +796,7 @@ BEGIN
     SELECT x.name, x.breaker,
            {schema}._waiting(x.name),
            (SELECT count(*) FROM {schema}.flow_slots sl WHERE sl.downstream = x.name AND sl.run_id IS NOT NULL
-              AND EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = sl.run_id AND r.epoch = sl.epoch
-                            AND r.status = 'running' AND r.lease_expires_at > now()))
+              AND {schema}._holds(sl.run_id, sl.epoch, coalesce((SELECT d.holds = 'run' FROM {schema}.downstreams d WHERE d.name = x.name), false)))
     FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name;
 END
 $$;
@@ -816,9 +853,9 @@ SELECT d.name,
        d.declared,
        d.declared_by,
        d.declared_at,
+       d.holds,
        (SELECT count(*) FROM {schema}.flow_slots sl WHERE sl.downstream = d.name AND sl.run_id IS NOT NULL
-          AND EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = sl.run_id AND r.epoch = sl.epoch
-                        AND r.status = 'running' AND r.lease_expires_at > now())) AS in_use,
+          AND {schema}._holds(sl.run_id, sl.epoch, d.holds = 'run')) AS in_use,
        {schema}._waiting(d.name)        AS waiting,
        (SELECT count(DISTINCT k.key) FROM {schema}.flow_keys k WHERE k.downstream = d.name) AS keys,
        coalesce(s.breaker, 'closed')   AS breaker,

@@ -62,8 +62,9 @@ type execution struct {
 	// loadedAt is when steps were loaded: their DueIn counts from then.
 	loadedAt time.Time
 	// holding is what the last admitted attempt took under its
-	// downstream's limits, given back by the run's next write.
-	holding *store.FlowGive
+	// downstream's limits, given back by the run's next write; runHold, the
+	// slot of the workflow's concurrency key, given back by the run's end.
+	holding, runHold *store.FlowGive
 }
 
 // budget is what a step has spent: attempts, errors, and rescues, which
@@ -165,7 +166,7 @@ func (e *execution) run() {
 		obs.SegmentEnded(e.ctx, e.seg, e.end)
 	}()
 	wf := e.w.workflowFor(e.claim.Workflow)
-	if !e.load(wf) {
+	if !e.load(wf) || !e.admitRun(wf) {
 		return
 	}
 	e.finish(e.invoke(wf)) // invoke does not return when the executor unwound the workflow (exit)
@@ -399,7 +400,12 @@ func (e *execution) write(w store.Write) (store.WriteResult, error) {
 		w.StepDone = e.deferred
 	}
 	e.deferred, e.deferredEnded = nil, nil
-	w.Give, e.holding = e.holding, nil // the last attempt's capacity, if it took any
+	if e.holding != nil { // the last attempt's capacity
+		w.Gives, e.holding = append(w.Gives, *e.holding), nil
+	}
+	if e.runHold != nil && (w.CompleteRun != nil || w.FailRun != nil || w.CancelRun != nil) {
+		w.Gives = append(w.Gives, *e.runHold)
+	}
 	res, err := e.commit(w)
 	if ended != nil {
 		ended(err == nil)

@@ -68,33 +68,40 @@ type declaration struct {
 // tried again on the next use. A second downstream of the same name with
 // other limits is logged: the first declared is the one applied.
 func (f *flows) declare(ctx context.Context, d *flow.Downstream) error {
+	return f.declareHolds(ctx, d.Name(), d.Limits(), "attempt")
+}
+
+// declareHolds is declare of a downstream by name and limits; holds is
+// "attempt" for an activities' downstream, "run" for a workflow's
+// concurrency key.
+func (f *flows) declareHolds(ctx context.Context, name string, limits flow.Limits, holds string) error {
 	f.mu.Lock()
-	decl := f.declared[d.Name()]
+	decl := f.declared[name]
 	if decl == nil {
-		decl = &declaration{limits: d.Limits()}
+		decl = &declaration{limits: limits}
 		if f.declared == nil {
 			f.declared = map[string]*declaration{}
 		}
-		f.declared[d.Name()] = decl
+		f.declared[name] = decl
 	} else if !decl.done && decl.err != nil {
-		decl = &declaration{limits: d.Limits()} // try again
-		f.declared[d.Name()] = decl
+		decl = &declaration{limits: limits} // try again
+		f.declared[name] = decl
 	}
 	f.mu.Unlock()
-	if fmt.Sprint(decl.limits) != fmt.Sprint(d.Limits()) {
+	if decl.limits.String() != limits.String() {
 		f.log.Warn("tenure: two downstreams of one name declare different limits; the first declared applies",
-			"downstream", d.Name(), "applied", decl.limits.String(), "ignored", d.Limits().String())
+			"downstream", name, "applied", decl.limits.String(), "ignored", limits.String())
 	}
 	decl.once.Do(func() {
 		b, err := json.Marshal(decl.limits)
 		if err == nil {
-			err = f.store.DeclareDownstream(ctx, d.Name(), b, f.label)
+			err = f.store.DeclareDownstream(ctx, name, b, f.label, holds)
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		decl.err, decl.done = err, err == nil
 		if err == nil {
-			f.names = append(f.names, d.Name())
+			f.names = append(f.names, name)
 			slices.Sort(f.names)
 		}
 	})
@@ -258,4 +265,60 @@ func (e *execution) parked(d store.Denial) {
 	if d.Wait != store.NoDue {
 		e.w.wakeAt(d.Wait)
 	}
+}
+
+// admitRun takes the slot of the run's workflow's concurrency key, if it
+// declares one (sdk.WithConcurrency), in a write of its own before the
+// workflow runs. It reports false when the run stops instead: parked until
+// a run of its key ends, ended cancelled (sdk.CancelNewest), failed (a key
+// that cannot be taken from its input) or abandoned.
+func (e *execution) admitRun(wf sdk.Definition) bool {
+	cl, ok := wf.(sdk.ConcurrencyLimited)
+	if !ok {
+		return true
+	}
+	limit, pol, ok := cl.ConcurrencyLimit()
+	if !ok {
+		return true
+	}
+	key, err := cl.ConcurrencyKey(e.claim.Input)
+	if err != nil {
+		e.failRun(store.Failure{Reason: sdk.ReasonBadInput, ErrorMessage: err.Error(), ErrorType: "tenure.BadConcurrencyKey"})
+		return false
+	}
+	name := flow.WorkflowPrefix + wf.Name()
+	limits := flow.Limits{Concurrency: limit}
+	if err := e.retry(e.w.writes, func(ctx context.Context) error { return e.w.flows.declareHolds(ctx, name, limits, "run") }); err != nil {
+		e.abandon("declare the workflow's concurrency key", err)
+		return false
+	}
+	take := &store.FlowTake{Downstream: name, Key: store.Text(key), Policy: string(pol)}
+	e.ending.Store(true) // a denial ends the lease in this write
+	res, err := e.write(store.Write{Take: take})
+	if err != nil {
+		e.writeFailed("take the workflow's concurrency slot", err)
+		return false
+	}
+	switch d := res.Denied; {
+	case d == nil:
+		e.ending.Store(false)
+		e.runHold = &store.FlowGive{Downstream: name, Key: take.Key, Outcome: store.GiveRun}
+		return true
+	case d.Cause == store.PolicyCancelNewest:
+		msg := fmt.Sprintf("cancelled before it ran: %d runs of concurrency key %q are in progress (policy cancel-newest)", limit, key)
+		res, err := e.write(store.Write{CancelRun: &store.RunCancel{Message: msg}})
+		if err != nil {
+			e.writeFailed("cancel run", err)
+			return false
+		}
+		e.w.cancelled.Add(1)
+		e.end = SegmentEnd{Outcome: SegmentCancelled, RunDuration: res.Age}
+		e.log.Info("tenure: run cancelled: its concurrency key has no room (cancel-newest)", "key", key)
+	default:
+		if o, ok := e.w.cfg.Observer.(FlowObserver); ok {
+			o.Denied(e.ctx, name, d.Cause)
+		}
+		e.parked(*d)
+	}
+	return false
 }

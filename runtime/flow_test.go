@@ -315,3 +315,108 @@ func TestFlow_RetryBudgetHoldsRetriesBackWithoutChargingThem(t *testing.T) {
 		t.Error("no retry waited on the budget")
 	}
 }
+
+// keyedWorkflow is a workflow of one step, limited to one run in progress
+// per input Key with policy pol; the step's call for N 0 waits for
+// release (or its context).
+func keyedWorkflow(name string, pol sdk.ConcurrencyPolicy, release chan struct{}, p *peak) *sdk.Workflow[keyed, int] {
+	act := activities.New(name+"-step", func(ctx context.Context, x keyed) (int, error) {
+		p.enter(x.Key)
+		defer p.leave(x.Key)
+		if x.N == 0 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		return x.N, nil
+	}, policy.MaxAttempts(1))
+	return sdk.NewWorkflow(name, func(ctx context.Context, x keyed) (int, error) {
+		return sdk.Execute(ctx, act, x)
+	}, sdk.WithConcurrency(sdk.Concurrency[keyed]{Key: func(x keyed) string { return x.Key }, Limit: 1, Policy: pol}))
+}
+
+func startOne(t *testing.T, e *env, wf *sdk.Workflow[keyed, int], x keyed) *sdk.Run[int] {
+	t.Helper()
+	r, err := sdk.Start(e.ctx, e.client, wf, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestFlow_WorkflowConcurrencyKeyQueuesRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	release := make(chan struct{})
+	p := newPeak()
+	wf := keyedWorkflow("sync-account", sdk.ConcurrencyQueue, release, p)
+	e.worker(e.config(), wf)
+	first := startOne(t, e, wf, keyed{Key: "acct-1", N: 0})
+	eventually(t, "the first run is in progress", func() bool { return p.max("acct-1") == 1 })
+	var rest []*sdk.Run[int]
+	for i := 1; i <= 3; i++ {
+		rest = append(rest, startOne(t, e, wf, keyed{Key: "acct-1", N: i}))
+	}
+	other := startOne(t, e, wf, keyed{Key: "acct-2", N: 9})
+	if _, err := result(t, other); err != nil {
+		t.Fatalf("a run of another key waits for acct-1's: %v", err)
+	}
+	eventually(t, "the later runs of acct-1 wait", func() bool {
+		return fscalar[int64](e, `SELECT count(*) FROM {schema}.runs WHERE waiting_for = 'limit:workflow:sync-account'`) == 3
+	})
+	close(release)
+	for _, r := range append(rest, first) {
+		if _, err := result(t, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.max("acct-1"); got != 1 {
+		t.Errorf("%d runs of one key in progress at once, limit 1", got)
+	}
+	if n := fscalar[int64](e, `SELECT count(*) FROM {schema}.attempts`); n != 5 {
+		t.Errorf("attempts = %d, want 5: waiting is no attempt", n)
+	}
+}
+
+func TestFlow_WorkflowConcurrencyKeyCancelNewest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	release := make(chan struct{})
+	p := newPeak()
+	wf := keyedWorkflow("charge-once", sdk.CancelNewest, release, p)
+	e.worker(e.config(), wf)
+	first := startOne(t, e, wf, keyed{Key: "order-1", N: 0})
+	eventually(t, "the first run is in progress", func() bool { return p.max("order-1") == 1 })
+	second := startOne(t, e, wf, keyed{Key: "order-1", N: 1})
+	if _, err := result(t, second); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("the newest run: %v, want cancelled", err)
+	}
+	close(release)
+	if _, err := result(t, first); err != nil {
+		t.Fatalf("the run in progress: %v", err)
+	}
+}
+
+func TestFlow_WorkflowConcurrencyKeyCancelInProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	release := make(chan struct{})
+	defer close(release)
+	p := newPeak()
+	wf := keyedWorkflow("latest-wins", sdk.CancelInProgress, release, p)
+	e.worker(e.config(), wf)
+	first := startOne(t, e, wf, keyed{Key: "doc-1", N: 0})
+	eventually(t, "the first run is in progress", func() bool { return p.max("doc-1") == 1 })
+	second := startOne(t, e, wf, keyed{Key: "doc-1", N: 1})
+	if _, err := result(t, first); !errors.Is(err, sdk.ErrCancelled) {
+		t.Fatalf("the run in progress: %v, want cancelled", err)
+	}
+	if got, err := result(t, second); err != nil || got != 1 {
+		t.Fatalf("the newest run: %d, %v", got, err)
+	}
+	if got := p.max("doc-1"); got != 1 {
+		t.Errorf("%d runs of one key in progress at once, limit 1", got)
+	}
+}

@@ -24,14 +24,16 @@ type Workflow[In, Out any] struct {
 	fn         func(context.Context, In) (Out, error)
 	maxRescues int
 	errorTypes *errorTypes // nil: none registered
+	conc       *Concurrency[In]
 }
 
 // WorkflowOption configures a workflow at declaration.
 type WorkflowOption func(*workflowOptions)
 
 type workflowOptions struct {
-	maxRescues int
-	errorTypes []errorType
+	maxRescues  int
+	errorTypes  []errorType
+	concurrency any // a Concurrency[In]
 }
 
 // WithMaxRescues sets the workflow's backstop crash budget: how many times in
@@ -65,7 +67,11 @@ func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, er
 	if err != nil {
 		panic(err)
 	}
-	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types}
+	conc, err := concurrencyOf[In](name, o.concurrency)
+	if err != nil {
+		panic(err)
+	}
+	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types, conc: conc}
 }
 
 // ErrInvalidWorkflow is wrapped by the panic of NewWorkflow given an empty

@@ -49,10 +49,15 @@ type Write struct {
 	CancelRun *RunCancel
 	// Release gives up the lease and queues the run again.
 	Release *Release
-	// Give gives back the capacity of the run's last admitted attempt
-	// (see AttemptStart.Take); it is applied before a Take of the same
-	// write.
-	Give *FlowGive
+	// Gives give back the capacity of the run's last admitted attempt (see
+	// AttemptStart.Take) and, at the run's end, of its workflow's
+	// concurrency key; they are applied before a take of the same write.
+	Gives []FlowGive
+	// Take admits the run under its workflow's concurrency key (a write of
+	// its own, at the start of an execution): denied, the run is parked
+	// (WriteResult.Denied), or to be ended cancelled (cause
+	// PolicyCancelNewest).
+	Take *FlowTake
 	// WakeParent is set when the run is a child: a parent waiting for it is
 	// woken when this write ends it.
 	WakeParent bool
@@ -147,7 +152,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 				ok = fenced[k].has(id)
 			}
 		}
-		if d, no := denied[id]; no && c.flow.takes[i] {
+		if d, no := denied[id]; no && c.flow.takes[i] { // a take of its own: no other part to fence
 			out[i].Denied = &d
 			continue
 		}

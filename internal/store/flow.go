@@ -15,7 +15,19 @@ type FlowTake struct {
 	// Retry is set for an attempt after an error: it is charged to the
 	// downstream's retry budget.
 	Retry bool
+	// Policy is, for a run's take of a workflow's concurrency key
+	// (Write.Take), what a take that finds no room does: PolicyQueue,
+	// PolicyCancelInProgress or PolicyCancelNewest; "" for an attempt's.
+	Policy string
 }
+
+// Policies of a run's take (FlowTake.Policy), and the cause of the denial
+// that tells a run to end cancelled (PolicyCancelNewest).
+const (
+	PolicyQueue            = "queue"
+	PolicyCancelInProgress = "cancel-in-progress"
+	PolicyCancelNewest     = "cancel-newest"
+)
 
 // FlowGive gives back what a run's last admitted attempt took, with how it
 // ended (a Give* outcome), which counts for the downstream's breaker.
@@ -30,6 +42,7 @@ const (
 	GiveOK    = "ok"    // the attempt succeeded
 	GiveError = "error" // it ended in an error the downstream may be to blame for
 	GiveNone  = "none"  // neither: interrupted, cancelled, refused before the call
+	GiveRun   = "run"   // a run's end gives back its workflow's concurrency slot
 )
 
 // Denial is why a take was refused, and the run parked (see
@@ -52,6 +65,7 @@ type flowParts struct {
 	takeSteps, takeAttempts            []int32
 	takeDownstreams, takeKeys          []string
 	takeRetries                        []bool
+	takePolicies                       []string
 	by                                 string
 	takes                              map[int]bool // write index -> has a take
 }
@@ -60,18 +74,22 @@ func (f *flowParts) any() bool { return len(f.giveRuns)+len(f.takeRuns) > 0 }
 
 // add gathers write i's give and take.
 func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
-	if g := w.Give; g != nil {
+	for _, g := range w.Gives {
 		f.giveRuns, f.giveEpochs = append(f.giveRuns, id), append(f.giveEpochs, ep)
 		f.giveDownstreams, f.giveKeys, f.giveOut = append(f.giveDownstreams, g.Downstream), append(f.giveKeys, g.Key), append(f.giveOut, g.Outcome)
 	}
+	t, step, attempt := w.Take, 0, 0
 	if a := w.StartAttempt; a != nil && a.Take != nil {
-		t := a.Take
-		f.takeRuns, f.takeEpochs, f.takeSteps = append(f.takeRuns, id), append(f.takeEpochs, ep), append(f.takeSteps, int32(a.Step))
-		f.takeAttempts = append(f.takeAttempts, int32(a.Attempt))
-		f.takeDownstreams, f.takeKeys, f.takeRetries = append(f.takeDownstreams, t.Downstream), append(f.takeKeys, t.Key), append(f.takeRetries, t.Retry)
+		t, step, attempt = a.Take, a.Step, a.Attempt
 		if f.by == "" {
 			f.by = a.Worker
 		}
+	}
+	if t != nil {
+		f.takeRuns, f.takeEpochs, f.takeSteps = append(f.takeRuns, id), append(f.takeEpochs, ep), append(f.takeSteps, int32(step))
+		f.takeAttempts = append(f.takeAttempts, int32(attempt))
+		f.takeDownstreams, f.takeKeys, f.takeRetries = append(f.takeDownstreams, t.Downstream), append(f.takeKeys, t.Key), append(f.takeRetries, t.Retry)
+		f.takePolicies = append(f.takePolicies, t.Policy)
 		if f.takes == nil {
 			f.takes = map[int]bool{}
 		}
@@ -82,11 +100,11 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 // sqlFlow takes and gives back a batch's capacity (migration 16's _flow),
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
-const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	b.Queue(s.sql(sqlFlow), f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
-		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.by)
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by)
 }
 
 // read reads _flow's answer: the takes it denied.
@@ -117,8 +135,10 @@ func (f *flowParts) read(res pgx.BatchResults) (map[Lease]Denial, error) {
 // DeclareDownstream writes the row of a downstream as code declares it
 // (limits: flow.Limits' JSON), applied unless a person changed its limits;
 // by is the worker's label.
-func (s *Store) DeclareDownstream(ctx context.Context, name string, limits []byte, by string) error {
-	_, err := s.pool.Exec(ctx, s.sql(`SELECT {schema}.declare_downstream($1, $2::jsonb, $3)`), name, string(limits), by)
+// holds is "attempt" for an activities' downstream, "run" for a workflow's
+// concurrency key.
+func (s *Store) DeclareDownstream(ctx context.Context, name string, limits []byte, by, holds string) error {
+	_, err := s.pool.Exec(ctx, s.sql(`SELECT {schema}.declare_downstream($1, $2::jsonb, $3, $4)`), name, string(limits), by, holds)
 	return s.wrap("declare downstream "+name, err)
 }
 
