@@ -569,8 +569,28 @@ BEGIN
     -- limit, the rate; capacity is taken only when all admit.
     FOR t IN SELECT * FROM unnest(take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys, take_retries, take_policies)
                  WITH ORDINALITY AS x(run_id, epoch, step, attempt, downstream, key, retry, policy, n) ORDER BY n LOOP
+        -- A repeat of a write whose commit the worker did not learn of (the
+        -- connection lost during COMMIT) is answered as the first try was:
+        -- its attempt recorded, admitted, charged once; its run parked by
+        -- a denial, denied again.
+        IF t.attempt > 0 AND EXISTS (SELECT 1 FROM {schema}.attempts a
+                                     WHERE a.run_id = t.run_id AND a.step = t.step AND a.attempt = t.attempt) THEN
+            run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         IF NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'running') THEN
-            CONTINUE; -- the lease is lost: nothing to admit; the start's fence refuses it
+            SELECT th.cause, CASE WHEN r.run_after = 'infinity' THEN NULL
+                                  ELSE greatest(extract(epoch FROM r.run_after - clock_timestamp()) * 1000, 0) END
+            INTO why, wait
+            FROM {schema}.runs r
+            JOIN {schema}.throttles th ON th.run_id = r.id AND th.step = t.step AND th.ended_at IS NULL
+            WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'queued' AND r.waiting_for = 'limit:' || t.downstream;
+            IF FOUND THEN
+                run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait;
+                RETURN NEXT;
+            END IF;
+            CONTINUE; -- else the lease is lost: nothing to admit; the start's fence refuses it
         END IF;
         -- The clock, not the transaction's start: this take holds the locks
         -- now, after every release it waited for committed. It is the

@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/policy"
+)
+
+// A write whose commit the worker did not learn of is sent again: its take
+// must be answered as the first try was, and charged once.
+func TestCommit_ARepeatedTakeIsAnsweredAsItsFirstTry(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "one", []byte(`{"concurrency": 1, "rate": 100, "rate_interval_ms": 1000, "burst": 10}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	leases := claimN(t, st, 2)
+	pol, _ := json.Marshal(policy.Default())
+	start := func(l store.Lease) []store.Write {
+		return []store.Write{{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: "one"}}}}
+	}
+	for try := range 2 {
+		res, err := st.Commit(t.Context(), st.Pool(), start(leases[0]))
+		if err != nil || res[0].Err != nil || res[0].Denied != nil {
+			t.Fatalf("try %d of the first run's start: %v %+v", try, err, res[0])
+		}
+	}
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != 1 {
+		t.Errorf("%d slots held after a repeated take, want 1", n)
+	}
+	if n := scalar[int64](t, st, `SELECT admitted FROM {schema}.downstream_state WHERE name = 'one'`); n != 1 {
+		t.Errorf("admitted %d, want 1", n)
+	}
+	for try := range 2 {
+		res, err := st.Commit(t.Context(), st.Pool(), start(leases[1]))
+		if err != nil || res[0].Err != nil || res[0].Denied == nil || res[0].Denied.Cause != "concurrency" || res[0].Denied.Wait != store.NoDue {
+			t.Fatalf("try %d of the second run's start: %v %+v, want denied by concurrency until woken", try, err, res[0])
+		}
+	}
+	if got := scalar[string](t, st, `SELECT status || ' ' || waiting_for FROM {schema}.runs WHERE id = $1`, leases[1].RunID); got != "queued limit:one" {
+		t.Errorf("denied run: %s", got)
+	}
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.attempts WHERE run_id = $1`, leases[1].RunID); n != 0 {
+		t.Errorf("a denied start recorded %d attempts", n)
+	}
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, leases[1].RunID); n != 1 {
+		t.Errorf("%d waiter rows for the denied run, want 1", n)
+	}
+	// The first run's end gives its slot back and wakes the second.
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: leases[0], StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)},
+		CompleteRun: &store.RunOutput{Output: []byte(`1`)}, Gives: []store.FlowGive{{Downstream: "one", Outcome: store.GiveOK}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("complete: %v %+v", err, res)
+	}
+	if got := scalar[bool](t, st, `SELECT run_after <= now() FROM {schema}.runs WHERE id = $1`, leases[1].RunID); !got {
+		t.Error("the waiter was not woken by the release")
+	}
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != 0 {
+		t.Errorf("%d slots held after the release", n)
+	}
+}
