@@ -131,7 +131,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 	// The attempt row is committed before the activity is invoked (with the
 	// previous step's checkpoint, when that was deferred), once admitted
 	// under its downstream's limits, in the same write.
-	started, err := s.begin(a, ref, rescue)
+	started, err := s.begin(a, ref)
 	if err != nil {
 		return a.stopped(abandoned, "start attempt", err)
 	}

@@ -176,20 +176,32 @@ func (e *execution) flowOf(act activities.Definition, input []byte, n int) (*ste
 	return &stepFlow{downstream: d.Name(), key: store.Text(key)}, nil
 }
 
-// take is what attempt a of the step asks for: a retry is charged to the
-// downstream's retry budget.
-func (s *stepRun) take(rescue bool) *store.FlowTake {
+// take is what the step's next attempt asks for: a retry (an attempt
+// after one that ended in an error) is charged to the downstream's retry
+// budget; a first attempt, a rescue, or an attempt after an interrupted
+// one is not.
+func (s *stepRun) take() *store.FlowTake {
 	if s.flow == nil {
 		return nil
 	}
-	retry := !rescue && s.attempt > s.prior.BudgetFrom
-	return &store.FlowTake{Downstream: s.flow.downstream, Key: s.flow.key, Retry: retry}
+	return &store.FlowTake{Downstream: s.flow.downstream, Key: s.flow.key, Retry: s.retrying}
+}
+
+// afterError reports whether the step's last recorded attempt, within its
+// budget (not before a requeue), ended in an error: its next attempt is a
+// retry.
+func (s *stepRun) afterError() bool {
+	switch s.prior.LastStatus {
+	case record.AttemptFailed, record.AttemptTimedOut:
+		return s.prior.LastAttempt > s.prior.BudgetFrom
+	}
+	return false
 }
 
 // begin records attempt a's start, asking its downstream, if any, to admit
 // it in the same write.
-func (s *stepRun) begin(a attempt, ref TraceRef, rescue bool) (store.WriteResult, error) {
-	take := s.take(rescue)
+func (s *stepRun) begin(a attempt, ref TraceRef) (store.WriteResult, error) {
+	take := s.take()
 	if take != nil {
 		// A denial ends the lease in this write: a heartbeat missing it
 		// meanwhile leaves the verdict to the write's result.

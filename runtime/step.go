@@ -97,6 +97,7 @@ type stepRun struct {
 	b          budget
 	lastDelay  time.Duration
 	prev       TraceRef // the span of the previous attempt, for links
+	retrying   bool     // the next attempt follows an error: a retry, for a downstream's retry budget
 }
 
 // errRetry tells the attempt loop to go round again; errUnwind, that the
@@ -119,6 +120,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.retrying = !rescue && s.afterError()
 	// After an error (a suspended retry, or a restart during its delay) the
 	// next attempt is due: Decide already granted it, possibly under an error
 	// rule's larger budget, which only the error itself could tell again.
@@ -140,7 +142,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		rescue = false
+		rescue, s.retrying = false, true
 	}
 }
 
