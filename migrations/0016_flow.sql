@@ -304,7 +304,10 @@ $$;
 -- set_downstream changes a downstream's limits by hand, audited with note:
 -- limits holds the keys to change (those of _limits; a JSON null removes a
 -- limit). From then on, declarations no longer apply (reset_downstream).
--- Waiters are woken at once if the change gives them room.
+-- Runs waiting on a concurrency limit that the change raises or removes are
+-- woken at once (flow_sweep, in this transaction), as many as it gives room
+-- to; runs waiting on a rate or a retry budget keep the due time they were
+-- given.
 CREATE FUNCTION {schema}.set_downstream(name text, limits jsonb, note text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -350,6 +353,7 @@ BEGIN
             HINT = 'a downstream exists once a worker whose code declares it has started';
     END IF;
     PERFORM pg_catalog.set_config('tenure.note', '', true);
+    PERFORM {schema}.flow_sweep(ARRAY[set_downstream.name]);
     PERFORM pg_catalog.pg_notify({schema}.runs_channel(), '');
     RETURN {schema}._limits(d);
 END
@@ -357,7 +361,8 @@ $$;
 
 -- reset_downstream gives a downstream back to its declaration: the limits
 -- code declared last apply again (audited), and declarations apply from
--- then on.
+-- then on. Runs waiting on a concurrency limit it raises are woken, as
+-- set_downstream wakes them.
 CREATE FUNCTION {schema}.reset_downstream(name text, note text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -384,6 +389,7 @@ BEGIN
     PERFORM pg_catalog.set_config('tenure.declaring', '', true);
     PERFORM pg_catalog.set_config('tenure.by', '', true);
     PERFORM pg_catalog.set_config('tenure.note', '', true);
+    PERFORM {schema}.flow_sweep(ARRAY[reset_downstream.name]);
     PERFORM pg_catalog.pg_notify({schema}.runs_channel(), '');
     RETURN {schema}._limits(d);
 END
