@@ -1,8 +1,9 @@
 // Package operator is what a person (or a script, the CLI, the web UI)
 // uses to look after Tenure's runs: find a run by ID or key, read its steps
 // and the timeline of its attempts, list what failed, why and since when,
-// put failed runs back in the queue, cancel runs, apply retention, and read
-// the audit log of it all.
+// put failed runs back in the queue, cancel runs, apply retention, look
+// after the downstreams of flow control (their limits and breakers), and
+// read the audit log of it all.
 //
 // An Operator works on one schema of one database:
 //
@@ -10,11 +11,20 @@
 //
 // Its actions are the ones the CLI runs (`tenure failures list`, `tenure
 // failures requeue`, `tenure runs show`, `tenure runs start`, `tenure runs
-// delete`, `tenure purge`, `tenure audit`). Requeue, RequeueFailures,
-// DeleteRun and the purges are SQL functions of the schema (requeue_run,
-// requeue_failures, delete_run, purge_completed, purge_failures), the one
+// delete`, `tenure purge`, `tenure audit`, `tenure limits`, `tenure
+// breaker`). Requeue, RequeueFailures, DeleteRun, the purges and the
+// changes of flow control are SQL functions of the schema (requeue_run,
+// requeue_failures, delete_run, purge_completed, purge_failures,
+// set_downstream, reset_downstream, open_breaker, close_breaker), the one
 // implementation for Go, the CLI and psql, and each writes an audit_log row
-// with the database role and the note given. Start records a run by its
+// with the database role and the note given.
+//
+// Downstreams and Downstream read the downstreams of package flow as they
+// stand: the limits in force and those declared, what is in use and
+// waiting, the breaker and the counters. SetLimits changes limits at run
+// time (a LimitsChange says which), ResetLimits gives them back to the
+// declaration, OpenBreaker and CloseBreaker move a breaker by hand, and
+// BreakerHistory lists a breaker's changes. Start records a run by its
 // workflow's name, for a caller that does not link the workflow's code.
 //
 // The rows it returns are package record's (record.Run, record.Step,

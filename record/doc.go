@@ -3,8 +3,10 @@
 // InFlight), its steps and attempts (Step, Attempt), its failures (Failure,
 // FailureCount, and the groups and sets of FailureGroup, FailureSet), the
 // worker registry (Worker, Orphans), the audit log and what requeues and
-// purges chose (AuditEntry, RequeueCandidate, PurgeCandidate, Purged), and
-// how the database server replicates commits (Replication).
+// purges chose (AuditEntry, RequeueCandidate, PurgeCandidate, Purged), the
+// downstreams of flow control with their breakers' history (Downstream,
+// BreakerChange), and how the database server replicates commits
+// (Replication).
 //
 // It also holds their vocabulary: the statuses of runs, steps and attempts
 // and the kinds of steps, one Go type each, whose constants are exactly the
@@ -18,8 +20,8 @@
 // Replication, and package operator and the web UI return the rest. The
 // store scans its rows straight into them, so reading a record costs no
 // conversion. Like River's rivertype, the package is a leaf: it imports only
-// the standard library, github.com/google/uuid and package policy, so any
-// package can name its types.
+// the standard library, github.com/google/uuid and packages policy and flow
+// (leaves themselves), so any package can name its types.
 //
 // Times are the database's (timestamptz), durations are computed by the
 // database's clock unless a field says otherwise, and a pointer field is nil
