@@ -829,10 +829,14 @@ $$;
 
 -- open_breaker and close_breaker move a downstream's breaker by hand,
 -- audited with note. An open breaker opened by hand stays open until closed
--- by hand; closing wakes every run waiting on it.
+-- by hand; closing wakes every run waiting on it. They run with the rights
+-- of the caller, as set_downstream and the other functions a person calls
+-- do: a role needs UPDATE on downstream_state (and, to close, DELETE on
+-- flow_waiters and UPDATE on runs), so that a read-only role cannot stop a
+-- downstream's calls.
 CREATE FUNCTION {schema}.open_breaker(name text, note text DEFAULT NULL)
 RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = open_breaker.name FOR UPDATE;
     IF NOT FOUND THEN
@@ -846,7 +850,7 @@ $$;
 
 CREATE FUNCTION {schema}.close_breaker(name text, note text DEFAULT NULL)
 RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = close_breaker.name FOR UPDATE;
     IF NOT FOUND THEN

@@ -191,4 +191,46 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 5 || audit[4].Actor != roles["tenure_worker"] || audit[0].Action != "delete" {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)
 	}
+	checkFlowRoles(t, worker, operator, readonly)
+}
+
+// checkFlowRoles: a worker declares a downstream, an operator changes its
+// limits and moves its breaker by hand (tenure limits, tenure breaker), a
+// read-only role sees it all and changes nothing.
+func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	if err := worker.DeclareDownstream(ctx, "payments", []byte(`{"concurrency": 4}`), "w"); err != nil {
+		t.Fatalf("declare a downstream as the worker role: %v", err)
+	}
+	if l, err := operator.SetDownstream(ctx, "payments", []byte(`{"concurrency": 2}`), "op"); err != nil || l.Concurrency != 2 {
+		t.Errorf("set limits as the operator role: %v, %v", l, err)
+	}
+	if _, err := operator.ResetDownstream(ctx, "payments", "op"); err != nil {
+		t.Errorf("reset limits as the operator role: %v", err)
+	}
+	if err := operator.OpenBreaker(ctx, "payments", "op"); err != nil {
+		t.Errorf("open a breaker as the operator role: %v", err)
+	}
+	if err := operator.CloseBreaker(ctx, "payments", "op"); err != nil {
+		t.Errorf("close a breaker as the operator role: %v", err)
+	}
+	denied := func(what string, err error) {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("%s as the read-only role: %v, want insufficient_privilege", what, err)
+		}
+	}
+	_, err := readonly.SetDownstream(ctx, "payments", []byte(`{"concurrency": 1}`), "ro")
+	denied("set limits", err)
+	_, err = readonly.ResetDownstream(ctx, "payments", "ro")
+	denied("reset limits", err)
+	denied("open a breaker", readonly.OpenBreaker(ctx, "payments", "ro"))
+	denied("close a breaker", readonly.CloseBreaker(ctx, "payments", "ro"))
+	if d, err := readonly.Downstream(ctx, "payments"); err != nil || d.Breaker != "closed" || d.Limits.Concurrency != 4 {
+		t.Errorf("a downstream, read by the read-only role: %+v, %v", d, err)
+	}
+	if h, err := readonly.BreakerHistory(ctx, "payments", 0); err != nil || len(h) != 2 {
+		t.Errorf("a breaker's history, read by the read-only role: %+v, %v", h, err)
+	}
 }
