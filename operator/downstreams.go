@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tenurehq/tenure/flow"
@@ -198,6 +199,14 @@ func (c LimitsChange) encode() ([]byte, error) {
 	set("breaker_min_calls", c.BreakerMinCalls, c.BreakerMinCalls != nil)
 	ms("breaker window", "breaker_window_ms", c.BreakerWindow)
 	ms("breaker open time", "breaker_open_ms", c.BreakerOpenFor)
+	for _, f := range []struct {
+		what string
+		x    *float64
+	}{{"retry ratio", c.RetryRatio}, {"retries per second", c.RetryPerSecond}, {"breaker error ratio", c.BreakerErrorRatio}} {
+		if f.x != nil && (math.IsNaN(*f.x) || math.IsInf(*f.x, 0)) {
+			bad = append(bad, fmt.Errorf("%s = %v: a finite number: %w", f.what, *f.x, flow.ErrInvalid))
+		}
+	}
 	if c.Concurrency != nil && *c.Concurrency < 1 {
 		bad = append(bad, fmt.Errorf("concurrency = %d: at least 1, or remove the limit: %w", *c.Concurrency, flow.ErrInvalid))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -287,6 +288,7 @@ func TestOperator_LimitsThatMakeNoSenseAreRefusedBeforeAnythingIsSent(t *testing
 		{"interval not in milliseconds", operator.LimitsChange{Rate: new(5), RateInterval: ms(1500 * time.Microsecond)}, "rate interval = 1.5ms"},
 		{"breaker ratio above 1", operator.LimitsChange{BreakerErrorRatio: new(1.5)}, "breaker error ratio (above 0, at most 1) = 1.5"},
 		{"breaker settings without a breaker", operator.LimitsChange{BreakerMinCalls: new(5)}, "breaker settings need an error ratio"},
+		{"retry ratio not a number", operator.LimitsChange{RetryRatio: new(math.NaN())}, "retry ratio = NaN: a finite number"},
 		{"negative retry ratio", operator.LimitsChange{RetryRatio: new(-0.1)}, "retry budget ratio = -0.1"},
 		{"set and removed", operator.LimitsChange{Concurrency: new(4), RemoveConcurrency: true}, "the concurrency is both set and removed"},
 	} {

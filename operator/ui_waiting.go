@@ -26,6 +26,12 @@ const (
 	// WaitChild: the end of the child run Wait.Child (sdk.Call, Result of
 	// an sdk.StartChild), with Wait.Until its timeout (zero: none).
 	WaitChild WaitKind = "child"
+	// WaitLimit: the limits of the downstream Wait.Downstream (package
+	// flow) denied the run's step: it waits, charged nothing, until a
+	// release wakes it (a concurrency slot given back, a breaker closed;
+	// Wait.Until zero) or until Wait.Until (a rate, a retry budget, a
+	// breaker's probe).
+	WaitLimit WaitKind = "limit"
 	// WaitDue: nothing the workflow asked for; the run is due at
 	// Wait.Until (a run started with a delay, a durable backoff after a
 	// failed attempt, or, once Until has passed, its turn for a worker). The
@@ -36,14 +42,16 @@ const (
 // Wait is what a queued run waits for, read from its row: the kind, the
 // time it ends (zero: never by itself), and the signal or child it names.
 type Wait struct {
-	Kind   WaitKind
-	Until  time.Time
-	Signal string    // WaitSignal's name
-	Child  uuid.UUID // WaitChild's run
+	Kind       WaitKind
+	Until      time.Time
+	Signal     string    // WaitSignal's name
+	Child      uuid.UUID // WaitChild's run
+	Downstream string    // WaitLimit's downstream
 }
 
 // WaitingFor says what run waits for, from its row alone (record.Run.WaitingFor,
-// "sleep", "signal:<name>" or "child:<id>", and record.Run.RunAfter): the one
+// "sleep", "signal:<name>", "child:<id>" or "limit:<downstream>", and
+// record.Run.RunAfter): the one
 // reading of those columns, which the web UI completes with the run's
 // attempts (a backoff) and workers (none serves it), and the CLI prints. A
 // run that is not queued waits for nothing (WaitNone).
@@ -63,6 +71,8 @@ func WaitingFor(r record.Run) Wait {
 		if id, err := uuid.Parse(arg); err == nil {
 			w.Child = id
 		}
+	case "limit":
+		w.Kind, w.Downstream = WaitLimit, arg
 	}
 	return w
 }
@@ -89,6 +99,11 @@ func (w Wait) String() string {
 			return fmt.Sprintf("child run %s to end", w.Child)
 		}
 		return fmt.Sprintf("child run %s to end, timeout %s", w.Child, w.Until.UTC().Format(time.RFC3339))
+	case WaitLimit:
+		if w.Until.IsZero() {
+			return fmt.Sprintf("limits of downstream %q, until a release", w.Downstream)
+		}
+		return fmt.Sprintf("limits of downstream %q, due at %s", w.Downstream, w.Until.UTC().Format(time.RFC3339))
 	case WaitDue:
 		return until("due at")
 	}

@@ -19,7 +19,9 @@ func ExampleWaitingFor() {
 		{Status: record.RunQueued, WaitingFor: "signal:approve", RunAfter: at},
 		{Status: record.RunQueued, WaitingFor: "signal:approve"}, // run_after infinity: no timeout
 		{Status: record.RunQueued, WaitingFor: "child:" + uuid.MustParse("0193a2b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b").String()},
-		{Status: record.RunQueued, RunAfter: at}, // a delay, a backoff, or its turn
+		{Status: record.RunQueued, WaitingFor: "limit:payments", RunAfter: at}, // a rate limit
+		{Status: record.RunQueued, WaitingFor: "limit:payments"},               // a concurrency slot, a breaker
+		{Status: record.RunQueued, RunAfter: at},                               // a delay, a backoff, or its turn
 		{Status: record.RunRunning},
 	} {
 		w := operator.WaitingFor(r)
@@ -30,6 +32,8 @@ func ExampleWaitingFor() {
 	// signal signal "approve", timeout 2026-12-02T10:00:00Z
 	// signal signal "approve", no timeout
 	// child  child run 0193a2b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b to end
+	// limit  limits of downstream "payments", due at 2026-12-02T10:00:00Z
+	// limit  limits of downstream "payments", until a release
 	// due    due at 2026-12-02T10:00:00Z
 	//        nothing: not queued
 }

@@ -44,7 +44,8 @@ type Run struct {
 	// after it failed.
 	Requeues int
 	// RunAfter is when a queued run is due; zero when it waits for a
-	// signal or a child with no timeout (run_after is 'infinity').
+	// signal or a child with no timeout, or for a release of a
+	// downstream's limits (run_after is 'infinity').
 	RunAfter time.Time
 	// CreatedAt is when the run was started.
 	CreatedAt time.Time
@@ -52,7 +53,8 @@ type Run struct {
 	// was requeued).
 	FinishedAt *time.Time
 	// WaitingFor says what a queued run that has started waits for:
-	// "sleep", "signal:<name>", "child:<id>", or "" for its turn.
+	// "sleep", "signal:<name>", "child:<id>", "limit:<downstream>" (the
+	// downstream's limits denied its step), or "" for its turn.
 	WaitingFor string
 	// Parent is the run that started this one as a child (uuid.Nil for
 	// none), at its step ParentStep (0 for none).
