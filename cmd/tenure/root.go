@@ -33,7 +33,7 @@ const exitHelp = `Exit status:
   0  success
   1  error (database unreachable, run not in the right state, ...)
   2  usage error (unknown command or flag, bad argument, DATABASE_URL not set)
-  3  not found (no such run or step)
+  3  not found (no such run, step or downstream)
   4  schema missing or newer than this binary: run "tenure migrate up",
      or upgrade tenure
   5  the run failed or was cancelled (tenure runs result)`
@@ -131,7 +131,7 @@ func exitCode(err error) int {
 		return q.code
 	case errors.As(err, &u):
 		return exitUsage
-	case errors.Is(err, operator.ErrNotFound):
+	case errors.Is(err, operator.ErrNotFound), errors.Is(err, operator.ErrNoDownstream):
 		return exitNotFound
 	case errors.Is(err, store.ErrSchemaMissing), errors.Is(err, store.ErrSchemaTooNew):
 		return exitSchema
@@ -185,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tenure",
-		Short: "Operate Tenure: runs, failures, requeues, timelines, signals, cancels, retention, migrations",
+		Short: "Operate Tenure: runs, failures, requeues, timelines, signals, cancels, limits, retention, migrations",
 		Long: `tenure is the operator CLI of Tenure, the durable-execution SDK for Go on
 PostgreSQL: what failed, why and since when, what a run waits for, and the
 actions that put it right.
@@ -204,6 +204,9 @@ actions that put it right.
   tenure runs delete       delete one finished run (audited)
   tenure explain           the retry policy recorded on a step
   tenure workers           live workers, and queued runs no worker serves
+  tenure limits            flow control: each downstream's limits, load and
+                           breaker (show, set, reset: audited)
+  tenure breaker open      hold every call of a downstream (close: let them go)
   tenure audit             every requeue, cancel, delete and purge
   tenure ui                the web UI: failures, run timelines, workers
   tenure purge             retention: delete old finished runs
@@ -232,6 +235,8 @@ It connects to the database named by the DATABASE_URL environment variable
   tenure runs start place-order '{"order_id": 42}' --key order-42
   tenure runs result --key order-42 --follow
   tenure failures requeue --activity charge --reason retries_exhausted --dry-run
+  tenure limits set payments --concurrency 5 --note "INC-7: the provider throttles us"
+  tenure breaker open payments --note "INC-9: the provider double-charges"
   tenure purge --completed-older-than 30d
   tenure migrate up --print-sql`,
 		Version:       sdk.Version,
@@ -248,17 +253,24 @@ It connects to the database named by the DATABASE_URL environment variable
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
-		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.uiCommand(), a.versionCommand())
+		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.limitsCommand(), a.breakerCommand(),
+		a.uiCommand(), a.versionCommand())
 	return root
 }
+
+// groupOnly is the annotation of a command that only holds subcommands:
+// run alone, it prints its help. (tenure limits holds subcommands and lists
+// the downstreams itself.)
+const groupOnly = "group-only"
 
 // group is a command that only holds subcommands.
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+		Use:         use,
+		Short:       short,
+		Annotations: map[string]string{groupOnly: "true"},
+		Args:        noArgs,
+		RunE:        func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	c.AddCommand(subs...)
 	return c
@@ -276,7 +288,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func rangeArgs(lo, hi int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < lo || len(args) > hi {
-			return usagef("%s takes %d to %d arguments, got %d (see %s --help)", cmd.CommandPath(), lo, hi, len(args), cmd.CommandPath())
+			return usagef("%s takes %s, got %d (see %s --help)", cmd.CommandPath(), arguments(lo, hi), len(args), cmd.CommandPath())
 		}
 		return nil
 	}

@@ -559,6 +559,12 @@ func waitingText(r record.Run) string {
 		return fmt.Sprintf("signal %q, %s", w.Signal, timeout())
 	case operator.WaitChild:
 		return "child run " + w.Child.String() + " to end, " + timeout()
+	case operator.WaitLimit:
+		due := "until a release"
+		if !w.Until.IsZero() {
+			due = "due " + at(w.Until)
+		}
+		return fmt.Sprintf("the limits of downstream %s, %s (tenure limits show %s)", w.Downstream, due, shellWord(w.Downstream))
 	case operator.WaitDue:
 		if w.Until.After(time.Now()) {
 			return "due at " + at(w.Until) + " (a delayed start or a backoff)"

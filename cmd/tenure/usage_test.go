@@ -211,7 +211,7 @@ func notCommands(root *cobra.Command, text string) (bad []string, checked int) {
 			}
 			c, words = next, words[1:]
 		}
-		if c.HasSubCommands() || c == root {
+		if c == root || c.Annotations[groupOnly] != "" || (c.HasSubCommands() && !c.Runnable()) {
 			bad = append(bad, fmt.Sprintf("%q is not a command: %q has no subcommand %q", strings.TrimSpace(m[0]), c.CommandPath(), strings.Join(words, " ")))
 		}
 		checked++
