@@ -31,6 +31,10 @@ func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
 	h.run(outcome{workflow: "orders", activity: "charge", errors: 3, reason: "retries_exhausted"})
 	h.run(outcome{workflow: "import", activity: "fetch", errors: 1, reason: "non_retryable"})
 	completed := h.run(outcome{workflow: "orders", activity: "email", errors: 2})
+	// The downstream the flow control blocks change, as a worker declares it.
+	if err := st.DeclareDownstream(t.Context(), "payments", []byte(`{"concurrency": 20, "retry_ratio": 0.2, "retry_per_s": 10}`), "docs-worker"); err != nil {
+		t.Fatal(err)
+	}
 
 	schema := pgx.Identifier{st.Schema()}.Sanitize() + "."
 	runID := "'" + failed.String() + "'"
@@ -65,5 +69,14 @@ func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
 	audit, err := st.AuditLog(t.Context(), 0)
 	if err != nil || len(audit) < 5 {
 		t.Fatalf("audit log after the docs' queries: %+v, %v", audit, err)
+	}
+	// The flow control blocks set and reset the limits, opened and closed
+	// the breaker.
+	hist, err := st.BreakerHistory(t.Context(), "payments", 0)
+	if err != nil || len(hist) != 2 || hist[0].To != "closed" || hist[1].Why != "INC-9: the provider double-charges" {
+		t.Fatalf("breaker history after the docs' queries: %+v, %v", hist, err)
+	}
+	if d, err := st.Downstream(t.Context(), "payments"); err != nil || d.Overridden() || d.Limits.Concurrency != 20 {
+		t.Fatalf("downstream after the docs' set and reset: %+v, %v", d, err)
 	}
 }
