@@ -32,7 +32,7 @@ func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
 	h.run(outcome{workflow: "import", activity: "fetch", errors: 1, reason: "non_retryable"})
 	completed := h.run(outcome{workflow: "orders", activity: "email", errors: 2})
 	// The downstream the flow control blocks change, as a worker declares it.
-	if err := st.DeclareDownstream(t.Context(), "payments", []byte(`{"concurrency": 20, "retry_ratio": 0.2, "retry_per_s": 10}`), "docs-worker"); err != nil {
+	if err := st.DeclareDownstream(t.Context(), "payments", []byte(`{"concurrency": 20, "retry_ratio": 0.2, "retry_per_s": 10}`), "docs-worker", "attempt"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -200,7 +200,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
 	t.Helper()
 	ctx := t.Context()
-	if err := worker.DeclareDownstream(ctx, "payments", []byte(`{"concurrency": 4}`), "w"); err != nil {
+	if err := worker.DeclareDownstream(ctx, "payments", []byte(`{"concurrency": 4}`), "w", "attempt"); err != nil {
 		t.Fatalf("declare a downstream as the worker role: %v", err)
 	}
 	if l, err := operator.SetDownstream(ctx, "payments", []byte(`{"concurrency": 2}`), "op"); err != nil || l.Concurrency != 2 {
