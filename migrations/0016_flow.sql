@@ -960,3 +960,27 @@ LEFT JOIN LATERAL (
     FROM {schema}.throttles t
     WHERE t.run_id = a.run_id AND t.step = a.step AND t.attempt = a.attempt
     ORDER BY t.id DESC LIMIT 1) AS th ON true;
+
+-- The worker's functions run with the owner's rights (they write the flow
+-- tables, which no other role needs to): only roles that may write runs
+-- (workers, operators) may call them, never a read-only role. Roles set up
+-- with the grants of docs/operations.md get them here; new roles, by those
+-- grants.
+REVOKE EXECUTE ON FUNCTION {schema}._flow(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
+    integer[], text[], text[], boolean[], text[], text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}.declare_downstream(text, jsonb, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}.flow_sweep(text[]) FROM PUBLIC;
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT r.rolname FROM pg_catalog.pg_roles r
+        WHERE r.oid <> (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = '{schema}.runs'::regclass)
+          AND NOT r.rolsuper AND r.rolname !~ '^pg_'
+          AND pg_catalog.has_table_privilege(r.oid, '{schema}.runs', 'UPDATE')
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}._flow, {schema}.declare_downstream, {schema}.flow_sweep TO %I', g.rolname);
+    END LOOP;
+END
+$$;

@@ -225,6 +225,9 @@ func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
 	denied("set limits", err)
 	_, err = readonly.ResetDownstream(ctx, "payments", "ro")
 	denied("reset limits", err)
+	denied("declare a downstream", readonly.DeclareDownstream(ctx, "payments", []byte(`{}`), "ro", "attempt"))
+	_, err = readonly.FlowSweep(ctx, []string{"payments"})
+	denied("sweep downstreams", err)
 	denied("open a breaker", readonly.OpenBreaker(ctx, "payments", "ro"))
 	denied("close a breaker", readonly.CloseBreaker(ctx, "payments", "ro"))
 	if d, err := readonly.Downstream(ctx, "payments"); err != nil || d.Breaker != "closed" || d.Limits.Concurrency != 4 {
