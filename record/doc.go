@@ -5,8 +5,8 @@
 // worker registry (Worker, Orphans), the audit log and what requeues and
 // purges chose (AuditEntry, RequeueCandidate, PurgeCandidate, Purged), the
 // downstreams of flow control with their breakers' history (Downstream,
-// BreakerChange), and how the database server replicates commits
-// (Replication).
+// BreakerChange, and, as the web UI shows them, UIDownstream and its
+// changes), and how the database server replicates commits (Replication).
 //
 // It also holds their vocabulary: the statuses of runs, steps and attempts
 // and the kinds of steps, one Go type each, whose constants are exactly the
