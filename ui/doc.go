@@ -1,7 +1,9 @@
 // Package ui is Tenure's web UI for the people on call: what failed, why and
 // since when; what one run did, attempt by attempt, on a time axis; what the
-// workers hold; and the actions that put things right (requeue, purge,
-// cancel), each previewed before it is done and recorded in the audit log.
+// workers hold; the downstreams of flow control, their limits and breakers;
+// and the actions that put things right (requeue, purge, cancel, each
+// previewed before it is done; a downstream's limits set or reset, its
+// breaker opened or closed), each recorded in the audit log.
 //
 // New returns an http.Handler to mount in the application's own server, the
 // way riverui is mounted:
@@ -33,6 +35,12 @@
 //	/workers                the worker registry, and queued runs no live
 //	                        worker serves (also a banner on every page)
 //	/policy?run=ID&step=N   the retry policy recorded on a step, explained
+//	/downstreams            each downstream of flow control: its limits,
+//	                        what is in use and waiting, its breaker and
+//	                        counters (view downstream_status)
+//	/downstreams/{name}     one downstream: its breaker's history, its
+//	                        limits' changes, the runs waiting on it, and
+//	                        with writes the forms that change them
 //
 // # Safety
 //
@@ -52,8 +60,11 @@
 // row. A requeue of runs that failed indeterminate, whose
 // at-most-once activity runs again, is refused unless the confirmation also
 // says, activity by activity, that someone checked its effect did not happen
-// (indeterminate.go). Requeues and purges write audit_log rows whose note
-// starts with "ui:<who>".
+// (indeterminate.go). A change of a downstream's limits or breaker needs a
+// note and goes through the SQL function that makes it (set_downstream,
+// reset_downstream, open_breaker, close_breaker), audited as one made in
+// SQL is. Requeues, purges and those changes write audit_log rows whose
+// note starts with "ui:<who>".
 //
 // Answers carry a Content-Security-Policy without scripts, X-Frame-Options
 // DENY and Cache-Control no-store. The pages read through indexes only (see

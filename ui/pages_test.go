@@ -36,7 +36,7 @@ func TestPages_EveryPageAnswers(t *testing.T) {
 
 	for _, path := range []string{"", "failures"} {
 		body := want(t, f.get(path), http.StatusOK, `data-testid="failure-group"`, `retries_exhausted`, `non_retryable`,
-			`<nav>`, `>Failures</a>`, `>Runs</a>`, `>Workers</a>`, `<svg class="chart"`)
+			`<nav>`, `>Failures</a>`, `>Runs</a>`, `>Workers</a>`, `>Downstreams</a>`, `<svg class="chart"`)
 		if n := count(body, `data-testid="failure-group"`); n != 2 {
 			t.Fatalf("/%s: %d failure groups, want 2", path, n)
 		}
@@ -84,6 +84,8 @@ func TestPages_EveryPageAnswers(t *testing.T) {
 	want(t, f.get("runs/nope"), http.StatusBadRequest)
 
 	want(t, f.get("workers"), http.StatusOK, `data-testid="worker-row"`, `worker-a`, `s-live`)
+	want(t, f.get("downstreams"), http.StatusOK, `data-testid="no-downstreams"`)
+	want(t, f.get("downstreams/payments"), http.StatusNotFound)
 	want(t, f.get("policy?run="+failed+"&step=1"), http.StatusOK, `data-testid="explain-row"`, `worst case`,
 		`data-testid="policy-chart"`, `10ms \(jitter\)`)
 	want(t, f.get("policy?run="+failed+"&step=9"), http.StatusNotFound)
@@ -158,7 +160,7 @@ func TestPages_OrphanWarningOnEveryPage(t *testing.T) {
 	f.beat("worker-a", "orders")
 	f.queue("ghost-workflow")
 	f.queue("ghost-workflow")
-	for _, path := range []string{"failures", "runs", "workers", "runs/" + id.String(), "policy?run=" + id.String() + "&step=1"} {
+	for _, path := range []string{"failures", "runs", "workers", "downstreams", "runs/" + id.String(), "policy?run=" + id.String() + "&step=1"} {
 		want(t, f.get(path), http.StatusOK, `data-testid="orphan-warning"`, `<b>ghost-workflow</b>`)
 	}
 	want(t, f.get("workers"), http.StatusOK, `data-testid="orphan-row"`)

@@ -32,7 +32,8 @@ import (
 // activities, messages with numbers, UUIDs and hex IDs in three shapes),
 // each with one step and ten attempts (1,000,000 in all, every fourth
 // lost), failing over the last 30 days; 50 runs in flight on two workers;
-// 20 queued runs no worker serves.
+// 20 queued runs no worker serves; the downstream payments, with 30 queued
+// runs waiting on it.
 var seed = []string{
 	`INSERT INTO {schema}.runs (id, workflow, queue, run_key, input, status, epoch, created_at, updated_at, started_at, finished_at)
 	 SELECT {run_id}, 'wf-' || (i % 5), 'default', 'key-' || i, jsonb_build_object('order', i), 'failed', 1,
@@ -68,6 +69,12 @@ var seed = []string{
 	 SELECT md5('flight-' || i)::uuid, 1, 1, 'act-1', 'running', 1, 'worker-' || (i % 2) FROM generate_series(1, 50) i`,
 	`INSERT INTO {schema}.runs (id, workflow, queue, input)
 	 SELECT md5('orphan-' || i)::uuid, 'ghost', 'default', '{}' FROM generate_series(1, 20) i`,
+	`SELECT {schema}.declare_downstream('payments', '{"concurrency": 4, "rate": 50, "rate_interval_ms": 1000, "burst": 10}', 'worker-0')`,
+	`INSERT INTO {schema}.runs (id, workflow, queue, input, status, run_after, waiting_for, started_at)
+	 SELECT md5('limited-' || i)::uuid, 'wf-' || (i % 5), 'default', '{}', 'queued', 'infinity', 'limit:payments', now() - interval '1 minute'
+	 FROM generate_series(1, 30) i`,
+	`INSERT INTO {schema}.throttles (run_id, step, downstream, key, cause, began_at)
+	 SELECT md5('limited-' || i)::uuid, 1, 'payments', '', 'concurrency', now() - interval '1 minute' FROM generate_series(1, 30) i`,
 	`INSERT INTO {schema}.workers (id, label, host, pid, version, workflows, queues, concurrency, runs_held, heartbeat_ms, lease_ttl_ms)
 	 SELECT md5('worker-' || i)::uuid, 'worker-' || i, 'host-' || i, 100 + i, 'test', ARRAY['wf-0', 'wf-1', 'wf-2', 'wf-3', 'wf-4'], ARRAY['default'], 64, 25, 1000, 30000
 	 FROM generate_series(0, 1) i`,
@@ -161,7 +168,7 @@ func seeded(t testing.TB) (pool *pgxpool.Pool, tr *tracer, h http.Handler, pages
 	}
 	// As autovacuum would: statistics, and the visibility map that lets the
 	// failure groups be an index-only scan.
-	for _, table := range []string{"runs", "steps", "attempts", "failures", "workers"} {
+	for _, table := range []string{"runs", "steps", "attempts", "failures", "workers", "throttles"} {
 		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{schema, table}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
@@ -179,11 +186,15 @@ func seeded(t testing.TB) (pool *pgxpool.Pool, tr *tracer, h http.Handler, pages
 	if err := pool.QueryRow(ctx, "SELECT "+seedRunID+"::text FROM (SELECT 1 AS i) AS one").Scan(&run); err != nil {
 		t.Fatal(err)
 	}
+	var limited string // a run waiting on the downstream payments
+	if err := pool.QueryRow(ctx, "SELECT md5('limited-1')::uuid::text").Scan(&limited); err != nil {
+		t.Fatal(err)
+	}
 	pages = []string{
 		"/", "/failures", "/failures?age=24h", "/failures?age=7d&workflow=wf-1", "/failures?activity=act-3&reason=retries_exhausted",
 		"/failures?key=key-77", "/runs", "/runs?status=failed", "/runs?workflow=wf-2&status=failed", "/runs?key=key-5",
 		"/runs?created_after=2000-01-01T00:00&created_before=2100-01-01T00:00", "/runs/" + run, "/workers",
-		"/policy?run=" + run + "&step=1",
+		"/policy?run=" + run + "&step=1", "/downstreams", "/downstreams/payments", "/runs/" + limited,
 	}
 	return pool, tr, h, pages, run
 }

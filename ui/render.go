@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -62,6 +63,15 @@ var funcs = template.FuncMap{
 		}{w, root}
 	},
 	"spent": spent,
+	// breakerword is a breaker's state in words: "half_open" is "half
+	// open".
+	"breakerword": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"pct":         func(r float64) string { return fmt.Sprintf("%g%%", r*100) },
+	// waitlen is how long an ended wait on a limit lasted.
+	"waitlen": func(t *record.UIThrottle) time.Duration { return t.Ended.Sub(t.Began) },
+	// pathesc is a name as one segment of a link's path (a downstream's
+	// name may hold a slash).
+	"pathesc": url.PathEscape,
 }
 
 // runID is a run ID as the pages show it: its last 8 characters, the rest

@@ -48,12 +48,26 @@ type stepView struct {
 	PolicyErr string
 }
 
-// attemptView is an attempt with its trace link.
+// attemptView is an attempt with its trace link, and the wait on a limit
+// that ended when it started (attempt_timeline's throttled_for and
+// throttled_by; nil for none).
 type attemptView struct {
 	record.Attempt
 	Duration  time.Duration
 	TraceHref string
 	InBudget  bool
+	Throttled *record.UIThrottle
+}
+
+// throttledBefore is each attempt's wait on a limit, by step and attempt.
+func throttledBefore(throttles []record.UIThrottle) map[[2]int]*record.UIThrottle {
+	out := map[[2]int]*record.UIThrottle{}
+	for i, t := range throttles {
+		if t.Attempt > 0 && t.Ended != nil {
+			out[[2]int{t.Step, t.Attempt}] = &throttles[i]
+		}
+	}
+	return out
 }
 
 // parseRunID reads the {id} of the path.
@@ -101,6 +115,11 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusInternalServerError, "Run", err)
 		return
 	}
+	throttles, err := h.op.UIRunThrottles(ctx, id)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, "Run", err)
+		return
+	}
 	now := time.Now()
 	var hiddenSteps, hiddenAttempts int
 	if n := len(steps); n > maxShown {
@@ -113,13 +132,14 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		CanRequeue: h.cfg.Writes && run.Status == record.RunFailed,
 		CanCancel:  h.cfg.Writes && (run.Status == record.RunQueued || run.Status == record.RunRunning),
 		Cancelled:  r.URL.Query().Get("cancelled"),
-		Timeline:   h.buildTimeline(run, steps, attempts, audit, now),
-		Waiting:    waitingFor(run, steps, attempts, h.orphansNow(ctx), now)}
+		Timeline:   h.buildTimeline(run, steps, attempts, audit, throttles, now),
+		Waiting:    waitingFor(run, steps, attempts, throttles, h.orphansNow(ctx), now)}
 	counts := map[int]int{}
+	waited := throttledBefore(throttles)
 	for _, a := range attempts { // duration and budget as the attempt_timeline view gives them
 		counts[a.Step]++
 		p.Attempts = append(p.Attempts, attemptView{Attempt: a, Duration: a.Duration, TraceHref: h.traceLink(a),
-			InBudget: a.InBudget})
+			InBudget: a.InBudget, Throttled: waited[[2]int{a.Step, a.Attempt}]})
 	}
 	for _, s := range steps {
 		v := stepView{Step: s, Attempts: counts[s.Step]}

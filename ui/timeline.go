@@ -194,10 +194,11 @@ func newAxis(t0, t1 time.Time, busy []interval, x1, x2 float64) axis {
 	return a
 }
 
-// buildTimeline lays out run's steps and attempts and its requeues (from
-// audit); now is the database clock's reading of the page (for bars still
-// running).
-func (h *handler) buildTimeline(run record.Run, steps []record.Step, attempts []record.Attempt, audit []record.AuditEntry, now time.Time) timeline {
+// buildTimeline lays out run's steps and attempts, its waits on limits
+// (throttles) and its requeues (from audit); now is the database clock's
+// reading of the page (for bars still running).
+func (h *handler) buildTimeline(run record.Run, steps []record.Step, attempts []record.Attempt, audit []record.AuditEntry,
+	throttles []record.UIThrottle, now time.Time) timeline {
 	if len(attempts) > maxDrawn {
 		attempts = attempts[len(attempts)-maxDrawn:]
 	}
@@ -209,6 +210,17 @@ func (h *handler) buildTimeline(run record.Run, steps []record.Step, attempts []
 		}
 	}
 	t0, t1, busy := timeSpan(run, steps, attempts, requeues, now)
+	for _, th := range throttles {
+		// A wait that ended is idle time: the axis holds it, and may break
+		// it. One going on is what the run does now, drawn to scale as a
+		// running attempt is.
+		t0, t1 = minTime(t0, th.Began), maxTime(t1, th.Began)
+		if th.Ended != nil {
+			t1 = maxTime(t1, *th.Ended)
+		} else if running {
+			busy = append(busy, interval{th.Began, now})
+		}
+	}
 	tl := timeline{W: tlWidth, Left: tlLeft}
 	ax := newAxis(t0, t1, busy, tlLeft, tlWidth-tlRight)
 	x := ax.x
@@ -226,13 +238,21 @@ func (h *handler) buildTimeline(run record.Run, steps []record.Step, attempts []
 			Title: fmt.Sprintf("step %d: %s %s, %s", s.Step, s.Kind, s.Activity, s.Status)})
 		h.stepMarks(&tl, used, s, y, x, now)
 	}
-	tl.H = tlTop + float64(max(len(steps), 1))*tlLane + 8
+	if running {
+		waitingLanes(&tl, laneY, throttles)
+	}
+	tl.H = tlTop + float64(max(len(tl.Lanes), 1))*tlLane + 8
 	for _, s := range ax.spans {
 		if s.gap {
 			d := s.to.Sub(s.from)
 			tl.Gaps = append(tl.Gaps, tlGap{X: s.x1, W: s.x2 - s.x1, Label: rounded(d),
 				Title: fmt.Sprintf("%s from %s to %s, not to scale", dur(d), ts(s.from), ts(s.to))})
 			used["gap"] = true
+		}
+	}
+	for _, th := range throttles {
+		if y, ok := laneY[th.Step]; ok {
+			throttleBar(&tl, used, th, y, x, now, running)
 		}
 	}
 	for _, a := range attempts {
@@ -312,6 +332,55 @@ func timeSpan(run record.Run, steps []record.Step, attempts []record.Attempt, re
 		t1 = t0.Add(10 * time.Millisecond)
 	}
 	return t0, t1, busy
+}
+
+// waitingLanes adds a lane for each step that waits on a limit and has no
+// lane: a step denied at its first attempt has no row yet.
+func waitingLanes(tl *timeline, laneY map[int]float64, throttles []record.UIThrottle) {
+	for _, th := range throttles {
+		if _, ok := laneY[th.Step]; ok || th.Ended != nil {
+			continue
+		}
+		y := tlTop + float64(len(tl.Lanes))*tlLane
+		laneY[th.Step] = y
+		tl.Lanes = append(tl.Lanes, lane{Y: y, Label: truncate(26, fmt.Sprintf("%d waits on %s", th.Step, th.Downstream)),
+			Title: fmt.Sprintf("step %d: not started, waiting on downstream %s", th.Step, th.Downstream)})
+	}
+}
+
+// throttleBar draws a wait of a step on a limit in its lane at y: from its
+// first denial to the start of the attempt it waited for, or to now while
+// the run waits (a wait left open by a run that ended is not drawn).
+func throttleBar(tl *timeline, used map[string]bool, th record.UIThrottle, y float64, x func(time.Time) float64, now time.Time, running bool) {
+	end := now
+	title := fmt.Sprintf("waits on downstream %s (%s) since %s, %s", th.Downstream, th.Cause, ts(th.Began), plural(th.Denials, "denial"))
+	if th.Ended != nil {
+		end = *th.Ended
+		title = fmt.Sprintf("waited %s on downstream %s (%s, %s)", dur(end.Sub(th.Began)), th.Downstream, th.Cause, plural(th.Denials, "denial"))
+		if th.Attempt > 0 {
+			title += fmt.Sprintf(" before attempt %d", th.Attempt)
+		}
+	} else if !running {
+		return
+	}
+	used["k-throttle"] = true
+	mid := y + tlLane/2 - 4
+	tl.Bars = append(tl.Bars, tlBar{X: x(th.Began), Y: mid - 3, W: max(x(end)-x(th.Began), minBarSize), H: 6,
+		Class: "k-throttle", Title: title})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // attemptBar draws attempt a in its step's lane at y: its bar, its marks
@@ -500,6 +569,7 @@ var legend = []legendItem{
 	{Kind: "rect", Class: "k-sleep", Label: "sleep"},
 	{Kind: "rect", Class: "k-wait", Label: "wait for a signal"},
 	{Kind: "rect", Class: "k-child", Label: "child run"},
+	{Kind: "rect", Class: "k-throttle", Label: "wait on a limit"},
 	{Kind: "glyph", Class: "m-signal", Glyph: "◆", Label: "signal"},
 	{Kind: "glyph", Class: "m-event", Glyph: "●", Label: "event, now, side effect"},
 	{Kind: "vline", Class: "requeue", Label: "requeue ↻"},

@@ -32,7 +32,7 @@ func TestTimeline_CompressesTheGapBeforeARequeueAndMarksIt(t *testing.T) {
 	}
 	audit := []record.AuditEntry{{Action: "requeue", At: requeued, Actor: "postgres", Note: "ui:token: INC-7"}}
 	h := &handler{}
-	tl := h.buildTimeline(run, steps, attempts, audit, requeued.Add(time.Hour))
+	tl := h.buildTimeline(run, steps, attempts, audit, nil, requeued.Add(time.Hour))
 
 	// Ten minutes failed, then a second from the requeue to the claim: both
 	// idle, both breaks.
@@ -69,7 +69,7 @@ func TestTimeline_ShortRunIsLinearAndItsLastLabelFits(t *testing.T) {
 	run := record.Run{Status: record.RunFailed, CreatedAt: t0, FinishedAt: &end}
 	steps := []record.Step{{Step: 1, Activity: "reserve-stock", Kind: record.KindActivity, FirstStartedAt: t0}}
 	attempts := []record.Attempt{{Step: 1, Attempt: 1, Status: record.AttemptFailed, StartedAt: t0, EndedAt: &end}}
-	tl := (&handler{}).buildTimeline(run, steps, attempts, nil, end)
+	tl := (&handler{}).buildTimeline(run, steps, attempts, nil, nil, end)
 	if len(tl.Gaps) != 0 {
 		t.Fatalf("gaps %+v in a run of 439ms", tl.Gaps)
 	}

@@ -27,8 +27,9 @@ const DefaultMaxPayload = 2048
 type Config struct {
 	// Operator runs every query and action. Required.
 	Operator *operator.Operator
-	// Writes enables the write actions (requeue, purge, cancel). Default
-	// false: the UI is read-only and refuses every POST with 403.
+	// Writes enables the write actions (requeue, purge, cancel; a
+	// downstream's limits set or reset, its breaker opened or closed).
+	// Default false: the UI is read-only and refuses every POST with 403.
 	Writes bool
 	// Token, when Writes is set and Authorize is nil, is what a write needs:
 	// "Authorization: Bearer <Token>", or the session cookie that the
@@ -142,6 +143,12 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /runs/{id}/requeue", h.write(h.requeueRun))
 	m.HandleFunc("POST /runs/{id}/cancel", h.write(h.cancelRun))
 	m.HandleFunc("GET /workers", h.workers)
+	m.HandleFunc("GET /downstreams", h.downstreams)
+	m.HandleFunc("GET /downstreams/{name}", h.downstream)
+	m.HandleFunc("POST /downstreams/{name}/limits", h.downstreamWrite("Set limits", h.setLimits))
+	m.HandleFunc("POST /downstreams/{name}/reset", h.downstreamWrite("Reset limits", h.resetLimits))
+	m.HandleFunc("POST /downstreams/{name}/breaker/open", h.downstreamWrite("Open breaker", h.openBreaker))
+	m.HandleFunc("POST /downstreams/{name}/breaker/close", h.downstreamWrite("Close breaker", h.closeBreaker))
 	m.HandleFunc("GET /policy", h.policy)
 	m.HandleFunc("GET /login", h.login)
 	m.HandleFunc("POST /login", h.login)
@@ -240,9 +247,11 @@ func prefix(r *http.Request) string {
 }
 
 // root is the relative path from the page asked for to the handler's root:
-// "" for /failures, "../" for /runs/{id}, so that links need no prefix.
+// "" for /failures, "../" for /runs/{id}, so that links need no prefix. It
+// counts the segments of the path as the browser sent it: a downstream's
+// name may hold an escaped slash (%2F), one segment.
 func root(r *http.Request) string {
-	return strings.Repeat("../", max(strings.Count(r.URL.Path, "/")-1, 0))
+	return strings.Repeat("../", max(strings.Count(r.URL.EscapedPath(), "/")-1, 0))
 }
 
 // redirect answers 303 See Other with a relative Location, which the

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,15 +14,28 @@ import (
 // waiting is what a run that is not running an attempt waits for, in the
 // words of the run page: a sleep until a time, a signal, a child run, the
 // end of a backoff after a failed attempt, its due time, a worker, and
-// whether any live worker serves its workflow on its queue at all.
-// (Flow-control limits do not exist yet: a run never waits for one.)
+// whether any live worker serves its workflow on its queue at all; or a
+// downstream's limit (runs.waiting_for 'limit:<downstream>'), with the
+// cause of its step's last denial.
 type waiting struct {
 	// Kind is sleep, signal, child, backoff, due (not before a time it was
-	// given) or turn (due now: the next free worker takes it).
+	// given), turn (due now: the next free worker takes it) or limit.
 	Kind  string
 	Until time.Time // the sleep's or backoff's end, the signal's timeout, the due time; zero: none
 	Step  int
-	Name  string // the signal's name; the activity of a backoff
+	Name  string // the signal's name; the activity of a backoff; the downstream of a limit
+
+	// Cause, Since and Denials are a limit's wait: the cause of its last
+	// denial (a flow.Cause* constant; "" when its throttle was not read),
+	// its first denial and how many; Path is the downstream's name as a
+	// link's path segment.
+	Cause   string
+	Since   time.Time
+	Denials int
+	Path    string
+	// Woken is set for a limit's wait that is over (a slot given back, the
+	// rate's time come): the run is due and waits for a free worker.
+	Woken bool
 
 	Child       uuid.UUID
 	ChildName   string // its workflow
@@ -46,9 +61,10 @@ type waiting struct {
 func (w waiting) Due() bool { return w.Kind == "turn" }
 
 // waitingFor says what run waits for, from its row, its steps and
-// attempts, and the (workflow, queue) pairs no live worker serves; nil for
-// a run that is finished, or running an attempt or its workflow code.
-func waitingFor(run record.Run, steps []record.Step, attempts []record.Attempt, orphans []record.Orphans, now time.Time) *waiting {
+// attempts, its waits on limits (throttles) and the (workflow, queue)
+// pairs no live worker serves; nil for a run that is finished, or running
+// an attempt or its workflow code.
+func waitingFor(run record.Run, steps []record.Step, attempts []record.Attempt, throttles []record.UIThrottle, orphans []record.Orphans, now time.Time) *waiting {
 	switch run.Status {
 	case record.RunQueued, record.RunRunning:
 	default:
@@ -90,6 +106,10 @@ func waitingFor(run record.Run, steps []record.Step, attempts []record.Attempt, 
 		}
 		return nil // an attempt, or the workflow's own code, runs
 	}
+	if ds, ok := strings.CutPrefix(run.WaitingFor, "limit:"); ok {
+		w.limit(ds, run.RunAfter, throttles, now)
+		return w
+	}
 	wait := operator.WaitingFor(run) // what the run's row says; the steps and attempts say more
 	waitStep := func(k record.StepKind) {
 		for _, s := range steps {
@@ -122,4 +142,16 @@ func waitingFor(run record.Run, steps []record.Step, attempts []record.Attempt, 
 		}
 	}
 	return w
+}
+
+// limit makes w the wait of a run on downstream ds, due at due (zero:
+// when a release wakes it), told by its step's open throttle.
+func (w *waiting) limit(ds string, due time.Time, throttles []record.UIThrottle, now time.Time) {
+	w.Kind, w.Name, w.Path, w.Until = "limit", ds, url.PathEscape(ds), due
+	w.Woken = !due.IsZero() && !due.After(now)
+	for _, t := range throttles {
+		if t.Ended == nil && t.Downstream == ds {
+			w.Step, w.Cause, w.Since, w.Denials = t.Step, t.Cause, t.Began, t.Denials
+		}
+	}
 }

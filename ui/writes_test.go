@@ -26,7 +26,8 @@ func TestReadOnly_RefusesEveryPost(t *testing.T) {
 	if strings.Contains(f.get("runs/"+id).Body.String(), "requeue-form") {
 		t.Fatal("read-only run page offers a requeue")
 	}
-	for _, path := range []string{"failures/requeue", "failures/purge", "runs/" + id + "/requeue", "runs/" + id + "/cancel"} {
+	for _, path := range []string{"failures/requeue", "failures/purge", "runs/" + id + "/requeue", "runs/" + id + "/cancel",
+		"downstreams/payments/limits", "downstreams/payments/reset", "downstreams/payments/breaker/open", "downstreams/payments/breaker/close"} {
 		want(t, f.post(path, url.Values{"confirm": {"1"}, "workflow": {"orders"}}, postOpts{}), http.StatusForbidden, `read-only`)
 	}
 	if f.status(uuidOf(t, id)) != record.RunFailed {
