@@ -209,7 +209,7 @@ func (b *browser) followLink(xpath string) {
 func (b *browser) checkNav() {
 	b.t.Helper()
 	links := b.texts("nav a")
-	for _, want := range []string{"Failures", "Runs", "Workers"} {
+	for _, want := range []string{"Failures", "Runs", "Workers", "Downstreams"} {
 		if !slices.Contains(links, want) {
 			b.t.Errorf("page %s: the nav links %q, without %s", b.location(), links, want)
 		}

@@ -107,7 +107,7 @@ func TestUI_EveryPageFitsTheScreenAndEveryWaitingRunSaysWhy(t *testing.T) {
 	}
 	waiting := s.waitingRuns()
 
-	pages := []string{"failures", "failures?workflow=checkout", "runs", "runs/" + failed.ID.String(), "workers",
+	pages := []string{"failures", "failures?workflow=checkout", "runs", "runs/" + failed.ID.String(), "workers", "downstreams",
 		"policy?run=" + failed.ID.String() + "&step=2"}
 	for _, id := range waiting {
 		pages = append(pages, "runs/"+id.String())
