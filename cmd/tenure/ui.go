@@ -33,10 +33,11 @@ func (a *app) uiCommand() *cobra.Command {
 		Long: `Serve Tenure's web UI on --addr (127.0.0.1:8080: this machine only) and
 print its URL: the open failures grouped by cause with their history, every
 run with its timeline of steps and attempts, the policy of a step explained,
-the workers and the runs no worker serves.
+the workers and the runs no worker serves, the downstreams of flow control
+with their limits, waiting runs and breakers.
 
-It is read-only unless --write is given. Writes (requeue, purge, cancel)
-then need a token: --token, or the environment variable TENURE_UI_TOKEN, or
+It is read-only unless --write is given. Writes (requeue, purge, cancel; a
+downstream's limits and breaker) then need a token: --token, or the environment variable TENURE_UI_TOKEN, or
 else one is generated and printed. Open the printed login link once in the
 browser; scripts send "Authorization: Bearer <token>". Every requeue and
 purge is previewed first and recorded in the audit log with its note.
@@ -103,7 +104,7 @@ It stops on SIGINT or SIGTERM, letting requests in flight finish.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port)")
-	cmd.Flags().BoolVar(&write, "write", false, "enable the write actions (requeue, purge, cancel)")
+	cmd.Flags().BoolVar(&write, "write", false, "enable the write actions (requeue, purge, cancel; a downstream's limits and breaker)")
 	cmd.Flags().StringVar(&token, "token", "", "token the write actions need (default $TENURE_UI_TOKEN, else generated)")
 	cmd.Flags().BoolVar(&hidePayloads, "hide-payloads", false, "never show inputs and outputs")
 	cmd.Flags().StringVar(&traceURL, "trace-url", "", "trace link template with {trace_id} and {span_id}")
