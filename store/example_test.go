@@ -44,6 +44,7 @@ func ExampleMigrate() {
 	// 13 ui_polish true
 	// 14 cli true
 	// 15 purge_children true
+	// 16 flow true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -75,7 +76,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (15, 'purge_children');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (16, 'flow');
 	//
 	// COMMIT;
 }
@@ -96,5 +97,6 @@ func ExampleScriptFrom() {
 	// 13 ui_polish true
 	// 14 cli true
 	// 15 purge_children true
+	// 16 flow true
 	// true
 }
