@@ -181,3 +181,60 @@ func BenchmarkRenew(b *testing.B) {
 	exec(`ANALYZE {schema}.runs`)
 	run("+completed=1000000")
 }
+
+// BenchmarkClaimFair measures one claim of 10 runs where the registered
+// workflow's queue holds fresh fair runs (migration 17), beside the claim
+// of BenchmarkClaim's first case in the same schema:
+//
+//   - keyless=1000: 1,000 queued runs without a fairness key (as
+//     BenchmarkClaim's registered=1000);
+//   - fair=20000: another queue's 20,000 fair runs of 11 keys, one with
+//     10,000 of them, claimed by a worker of that queue alone.
+//
+// Each claimed run is handed back fresh (started_at NULL), so that the
+// fair runs stay in runs_fair_idx. Compare the cases within one run:
+//
+//	go test ./internal/store -run '^$' -bench ClaimFair -benchtime 2000x
+func BenchmarkClaimFair(b *testing.B) {
+	st := newStore(b)
+	exec := func(query string, args ...any) {
+		b.Helper()
+		if _, err := st.Pool().Exec(b.Context(), replaceSchema(query, st.Schema()), args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO {schema}.runs (id, workflow, input, run_after)
+		SELECT gen_random_uuid(), 'wf', '{}', now() - i * interval '1 millisecond' FROM generate_series(1, 1000) AS i`)
+	exec(`INSERT INTO {schema}.runs (id, workflow, queue, input, run_after, fair_key, fair_vt)
+		SELECT gen_random_uuid(), 'wf', 'fair', '{}', now() - interval '1 hour',
+		       CASE WHEN i <= 10000 THEN 'big' ELSE 'small-' || i % 10 END,
+		       CASE WHEN i <= 10000 THEN i ELSE (i - 10000) / 10 + 1 END * 1000000::bigint
+		FROM generate_series(1, 20000) AS i`)
+	exec(`INSERT INTO {schema}.fair_queues (queue) VALUES ('fair')`)
+	exec(`ANALYZE {schema}.runs`)
+	for _, queue := range []string{"default", "fair"} {
+		name := map[string]string{"default": "keyless=1000", "fair": "fair=20000"}[queue]
+		b.Run(name, func(b *testing.B) {
+			var claimed time.Duration
+			ids := make([]uuid.UUID, 0, 10)
+			for range b.N {
+				start := time.Now()
+				runs, err := st.Claim(b.Context(), []string{"wf"}, []string{queue}, 10, "bench", time.Minute)
+				claimed += time.Since(start)
+				if err != nil || len(runs) != 10 {
+					b.Fatalf("claimed %d: %v", len(runs), err)
+				}
+				b.StopTimer()
+				ids = ids[:0]
+				for _, r := range runs {
+					ids = append(ids, r.ID)
+				}
+				exec(`UPDATE {schema}.runs
+					SET status = 'queued', run_after = now(), claimant = NULL, lease_expires_at = NULL, started_at = NULL, updated_at = now()
+					WHERE id = ANY ($1)`, ids)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(claimed.Nanoseconds())/float64(b.N), "ns/claim")
+		})
+	}
+}

@@ -29,7 +29,8 @@ import (
 //     read the partial index of running runs whole, for each run);
 //   - backlog: 100,000 queued runs in the statistics (the claim's generic
 //     plan, not knowing its LIMIT, had hashed its rows against a scan of
-//     the whole primary key: 606 ms a claim).
+//     the whole primary key: 606 ms a claim), and 50,000 fresh fair runs
+//     of ten fairness keys.
 func TestCommit_EveryStatementFindsItsRowsByKey(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -82,7 +83,10 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, ended_at, epoch, worker)
 		SELECT id, 1, 1, 'a', 'succeeded', now(), 1, 'w' FROM {schema}.runs;
 		INSERT INTO {schema}.runs (id, workflow, input)
-		SELECT gen_random_uuid(), 'wf', '{}' FROM generate_series(1, %d)`, history, backlog))
+		SELECT gen_random_uuid(), 'wf', '{}' FROM generate_series(1, %d);
+		INSERT INTO {schema}.runs (id, workflow, input, fair_key, fair_vt)
+		SELECT gen_random_uuid(), 'wf', '{}', 'tenant-' || i %% 10, i::bigint * 1000000 FROM generate_series(1, %d) AS i;
+		INSERT INTO {schema}.fair_queues (queue, vt) VALUES ('default', 0)`, history, backlog, backlog/2))
 	if !analyzeFirst {
 		analyze() // no run running when the statistics were taken
 	}
@@ -196,10 +200,26 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	for _, bad := range badAccess(plan, notForClaims) {
 		t.Errorf("%s in the plan of the claim\n%s\n%s", bad, claim, plan)
 	}
-	for _, want := range []string{"runs_claim_idx", "runs_lease_idx"} {
+	for _, want := range []string{"runs_claim_idx", "runs_lease_idx", "runs_fair_idx", "fair_queues_pkey"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the claim does not read %s:\n%s", want, plan)
 		}
+	}
+	// A Start with fairness keys (a new one and one of the backlog's)
+	// reads the keys' and the queue's rows by key, as a client sends it
+	// (planHot).
+	ins := s.newInsert([]NewRun{
+		{ID: uuid.New(), Workflow: "wf", Queue: "default", Input: []byte(`{}`), FairKey: "tenant-1", FairWeight: 1},
+		{ID: uuid.New(), Workflow: "wf", Queue: "default", Input: []byte(`{}`), FairKey: "new", FairWeight: 3},
+		{ID: uuid.New(), Workflow: "wf", Queue: "default", Input: []byte(`{}`)},
+	})
+	q := ins.batch().QueuedQueries[0]
+	if !strings.Contains(q.SQL, "fair_keys") {
+		t.Fatalf("the insert of fair runs is not sqlInsertFair:\n%s", q.SQL)
+	}
+	plan = explain(t, s, planHot, q.SQL, q.Arguments)
+	for _, bad := range badAccess(plan, wideIndex) {
+		t.Errorf("%s in the plan of the fair insert\n%s\n%s", bad, q.SQL, plan)
 	}
 }
 

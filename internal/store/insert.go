@@ -23,7 +23,23 @@ type NewRun struct {
 	Input       []byte // JSON
 	Delay       time.Duration
 	Traceparent string
+	// FairKey, when not empty, makes the run a fair run of its queue: it
+	// is claimed in the order of a virtual time that advances by
+	// FairStride / FairWeight per run of the key (see migration 17).
+	FairKey    string
+	FairWeight int // 1 to MaxFairWeight; 0 without FairKey
 }
+
+// FairStride is the virtual time a fair run of weight 1 costs its key; a
+// run of weight w costs FairStride / w.
+const FairStride = 1_000_000
+
+// MaxFairWeight is the largest fairness weight: the stride of a heavier
+// one would round to nothing.
+const MaxFairWeight = FairStride
+
+// MaxFairKey is the longest fairness key, in bytes.
+const MaxFairKey = 200
 
 // Inserted is the outcome of recording one NewRun: the run that now holds its
 // key. Created is false when a run with the same key already existed (or came
@@ -86,8 +102,9 @@ func (s *Store) InsertRuns(ctx context.Context, db DB, runs []NewRun) ([]Inserte
 	return ins.results(ctx, db)
 }
 
-// ErrKeyBusy is returned by InsertRunsBounded when a run's key is held by a
-// transaction still open after the wait: nothing was recorded.
+// ErrKeyBusy is returned by InsertRunsBounded when a run's key (or its
+// fairness key's row) is held by a transaction still open after the wait:
+// nothing was recorded.
 var ErrKeyBusy = errors.New("run key held by an open transaction")
 
 // InsertRunsBounded is InsertRuns on the pool, except that it waits at most
@@ -101,7 +118,8 @@ func (s *Store) InsertRunsBounded(ctx context.Context, runs []NewRun, wait time.
 	}
 	ins := s.newInsert(runs)
 	b := ins.batch()
-	if len(ins.keys) > 0 {
+	locks := len(ins.keys) > 0 || ins.fair // a fairness key's row is locked as a run key is
+	if locks {
 		// Local to the batch's implicit transaction: the pooled connection
 		// keeps its own setting.
 		b.QueuedQueries = append([]*pgx.QueuedQuery{{
@@ -111,7 +129,7 @@ func (s *Store) InsertRunsBounded(ctx context.Context, runs []NewRun, wait time.
 	}
 	br := s.send(ctx, s.pool, planHot, b)
 	var err error
-	if len(ins.keys) > 0 {
+	if locks {
 		_, err = br.Exec()
 	}
 	if err == nil {
@@ -147,8 +165,11 @@ type insert struct {
 	priorities                    []int32
 	inputs                        []jsonParam
 	delays                        []int64
-	keys                          []string    // distinct keys sent
-	keyedIDs                      []uuidParam // their IDs
+	keys                          []string      // distinct keys sent
+	keyedIDs                      []uuidParam   // their IDs
+	fairKeys                      []pgtype.Text // NULL for a run without a fairness key
+	strides                       []int64       // FairStride / weight; 0 without a fairness key
+	fair                          bool          // some run has a fairness key
 
 	created  map[[16]byte]bool
 	existing map[string]Inserted // by key: runs that held a key before this call
@@ -162,6 +183,7 @@ func (s *Store) newInsert(runs []NewRun) *insert {
 		ids: make([]uuidParam, 0, n), workflows: make([]string, 0, n), queues: make([]string, 0, n),
 		traceparts: make([]string, 0, n), keyCol: make([]pgtype.Text, 0, n), priorities: make([]int32, 0, n),
 		inputs: make([]jsonParam, 0, n), delays: make([]int64, 0, n),
+		fairKeys: make([]pgtype.Text, 0, n), strides: make([]int64, 0, n),
 	}
 	var byKey map[string]int
 	for i, r := range runs {
@@ -186,6 +208,12 @@ func (s *Store) newInsert(runs []NewRun) *insert {
 		ins.inputs = append(ins.inputs, jsonArg(r.Input))
 		ins.delays = append(ins.delays, r.Delay.Milliseconds())
 		ins.traceparts = append(ins.traceparts, r.Traceparent)
+		var stride int64
+		if r.FairKey != "" {
+			ins.fair, stride = true, FairStride/int64(r.FairWeight)
+		}
+		ins.fairKeys = append(ins.fairKeys, pgtype.Text{String: r.FairKey, Valid: r.FairKey != ""})
+		ins.strides = append(ins.strides, stride)
 	}
 	return ins
 }
@@ -201,20 +229,13 @@ func (ins *insert) batch() *pgx.Batch {
 	// again, with or without keys (see InsertRuns).
 	// One NOTIFY per call, and only when a run is due now: workers claim
 	// whatever is due, so the payload (the queues) is a courtesy.
-	b.Queue(s.sql(`
-		WITH ins AS (
-			INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, run_after, traceparent)
-			SELECT id, workflow, queue, priority, run_key, input,
-			       now() + delay_ms * interval '1 millisecond', nullif(traceparent, '')
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::jsonb[], $7::bigint[], $8::text[])
-			     AS r(id, workflow, queue, priority, run_key, input, delay_ms, traceparent)
-			ON CONFLICT DO NOTHING
-			RETURNING id, queue, run_after <= now() AS due)
-		SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'),
-		       CASE WHEN EXISTS (SELECT FROM ins WHERE due)
-		            THEN pg_notify($9, (SELECT string_agg(DISTINCT queue, ',') FROM ins WHERE due)) END::text`),
-		ins.ids, ins.workflows, ins.queues, ins.priorities, ins.keyCol, ins.inputs, ins.delays, ins.traceparts,
-		s.RunsChannel())
+	args := []any{ins.ids, ins.workflows, ins.queues, ins.priorities, ins.keyCol, ins.inputs, ins.delays, ins.traceparts,
+		s.RunsChannel()}
+	if ins.fair {
+		b.Queue(s.sql(sqlInsertFair), append(args, ins.fairKeys, ins.strides)...)
+	} else {
+		b.Queue(s.sql(sqlInsert), args...)
+	}
 	if len(ins.keys) > 0 {
 		// The runs that held a key before this call, and whether their input
 		// differs (as jsonb) from the one sent with the key. It runs after
@@ -228,6 +249,67 @@ func (ins *insert) batch() *pgx.Batch {
 	}
 	return b
 }
+
+// sqlInsert records runs without fairness keys; see batch.
+const sqlInsert = `
+		WITH ins AS (
+			INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, run_after, traceparent)
+			SELECT id, workflow, queue, priority, run_key, input,
+			       now() + delay_ms * interval '1 millisecond', nullif(traceparent, '')
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::jsonb[], $7::bigint[], $8::text[])
+			     AS r(id, workflow, queue, priority, run_key, input, delay_ms, traceparent)
+			ON CONFLICT DO NOTHING
+			RETURNING id, queue, run_after <= now() AS due)
+		SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'),
+		       CASE WHEN EXISTS (SELECT FROM ins WHERE due)
+		            THEN pg_notify($9, (SELECT string_agg(DISTINCT queue, ',') FROM ins WHERE due)) END::text`
+
+// sqlInsertFair is sqlInsert for a call where some runs have a fairness
+// key ($10, NULL for the others, each with its stride in $11). Each key of
+// a queue advances its last virtual time by the strides of its runs in the
+// call, from its own or from the queue's clock, whichever is later (fk:
+// greatest(last_vt, clock) + total = greatest(last_vt - clock, 0) + clock +
+// total), and its runs take consecutive virtual times below the new one, in
+// the order of the call. The keys' rows are locked in (queue, key) order,
+// so that two calls with the same keys cannot deadlock; a concurrent insert
+// of a key waits for this one to commit, and reads its last_vt then.
+//
+// A run not inserted (its caller key or ID was recorded already) is
+// charged all the same: a repeated Start delays its key by one stride.
+const sqlInsertFair = `
+		WITH r AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::jsonb[], $7::bigint[], $8::text[],
+			                     $10::text[], $11::bigint[]) WITH ORDINALITY
+			     AS r(id, workflow, queue, priority, run_key, input, delay_ms, traceparent, fair_key, stride, n)),
+		t AS (
+			SELECT r.queue, r.fair_key, sum(r.stride)::bigint AS total,
+			       coalesce((SELECT q.vt FROM {schema}.fair_queues q WHERE q.queue = r.queue), 0) AS clock
+			FROM r WHERE r.fair_key IS NOT NULL GROUP BY r.queue, r.fair_key),
+		fq AS (
+			INSERT INTO {schema}.fair_queues (queue)
+			SELECT DISTINCT t.queue FROM t
+			WHERE NOT EXISTS (SELECT FROM {schema}.fair_queues q WHERE q.queue = t.queue)
+			ON CONFLICT DO NOTHING),
+		fk AS (
+			INSERT INTO {schema}.fair_keys AS k (queue, key, last_vt)
+			SELECT t.queue, t.fair_key, t.clock + t.total FROM t ORDER BY t.queue, t.fair_key
+			ON CONFLICT (queue, key) DO UPDATE
+			SET last_vt = greatest(k.last_vt - coalesce((SELECT q.vt FROM {schema}.fair_queues q WHERE q.queue = k.queue), 0), 0)
+			            + excluded.last_vt
+			RETURNING k.queue, k.key, k.last_vt),
+		ins AS (
+			INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, run_after, traceparent, fair_key, fair_vt)
+			SELECT r.id, r.workflow, r.queue, r.priority, r.run_key, r.input,
+			       now() + r.delay_ms * interval '1 millisecond', nullif(r.traceparent, ''), r.fair_key,
+			       fk.last_vt - t.total + sum(r.stride) OVER (PARTITION BY r.queue, r.fair_key ORDER BY r.n)
+			FROM r
+			LEFT JOIN t ON t.queue = r.queue AND t.fair_key = r.fair_key
+			LEFT JOIN fk ON fk.queue = r.queue AND fk.key = r.fair_key
+			ON CONFLICT DO NOTHING
+			RETURNING id, queue, run_after <= now() AS due)
+		SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'),
+		       CASE WHEN EXISTS (SELECT FROM ins WHERE due)
+		            THEN pg_notify($9, (SELECT string_agg(DISTINCT queue, ',') FROM ins WHERE due)) END::text`
 
 // read reads the batch's results.
 func (ins *insert) read(br pgx.BatchResults) error {

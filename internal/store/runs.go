@@ -34,7 +34,9 @@ type Claimed struct {
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
 // running runs whose lease expired (crash recovery, taken first), then queued
-// runs that are due, best priority first, earliest due first among equals. The
+// runs that are due, best priority first, earliest due first among equals
+// (fresh runs with a fairness key among themselves by virtual time, after
+// the others of their priority: see below). The
 // lease expiry comes from the database clock and every claim increments the
 // epoch, fencing out the previous holder. SKIP LOCKED lets many workers claim
 // concurrently without waiting on each other.
@@ -46,6 +48,17 @@ type Claimed struct {
 // runs of its workflows, the backlog of a workflow no worker registered, or
 // finished runs. Up to limit rows of each kind and pair are locked for the
 // statement; those not taken are released when it ends.
+//
+// Fresh runs with a fairness key (never claimed yet) have an index of their
+// own, runs_fair_idx, ordered by priority and virtual time (fair_vt, see
+// migration 17), and a LATERAL scan of their own per pair; runs_claim_idx
+// holds every other queued run. At equal priority the claim takes runs
+// without a key first (they are not subject to fairness, and run as they
+// would without fair runs beside them), then fair runs by virtual time, and
+// advances each queue's virtual clock (fair_queues) to the greatest virtual
+// time it took there, in the same statement. A worker whose queues hold no
+// fresh fair run reads one empty range of runs_fair_idx per pair more, and
+// updates nothing else.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	out, _, err := s.claim(ctx, nil, workflows, queues, limit, claimant, ttl)
 	return out, err
@@ -93,7 +106,7 @@ const sqlClaim = `
 			SELECT c.*
 			FROM pairs p
 			CROSS JOIN LATERAL (
-				SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after
+				SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after, fair_vt, queue
 				FROM {schema}.runs
 				WHERE status = 'running' AND queue = p.queue AND workflow = p.workflow
 				  AND lease_expires_at < now()
@@ -104,19 +117,39 @@ const sqlClaim = `
 			SELECT c.*
 			FROM pairs p
 			CROSS JOIN LATERAL (
-				SELECT id, false AS reclaim, run_after AS due_at, started_at IS NULL AS fresh, priority, run_after
+				SELECT id, false AS reclaim, run_after AS due_at, started_at IS NULL AS fresh, priority, run_after, fair_vt, queue
 				FROM {schema}.runs
-				WHERE status = 'queued' AND queue = p.queue AND workflow = p.workflow
+				WHERE status = 'queued' AND (fair_vt IS NULL OR started_at IS NOT NULL) -- runs_claim_idx's predicate
+				  AND queue = p.queue AND workflow = p.workflow
 				  AND run_after <= now()
 				ORDER BY priority DESC, run_after
+				LIMIT $3
+				FOR UPDATE SKIP LOCKED) AS c),
+		fair AS (
+			SELECT c.*
+			FROM pairs p
+			CROSS JOIN LATERAL (
+				SELECT id, false AS reclaim, run_after AS due_at, true AS fresh, priority, run_after, fair_vt, queue
+				FROM {schema}.runs
+				WHERE status = 'queued' AND fair_vt IS NOT NULL AND started_at IS NULL -- runs_fair_idx's predicate
+				  AND queue = p.queue AND workflow = p.workflow
+				  AND run_after <= now()
+				ORDER BY priority DESC, fair_vt
 				LIMIT $3
 				FOR UPDATE SKIP LOCKED) AS c),
 		due AS (
 			SELECT * FROM expired
 			UNION ALL
 			SELECT * FROM queued
-			ORDER BY reclaim DESC, priority DESC, run_after
-			LIMIT $3)
+			UNION ALL
+			SELECT * FROM fair
+			ORDER BY reclaim DESC, priority DESC, fair_vt NULLS FIRST, run_after
+			LIMIT $3),
+		clock AS (
+			UPDATE {schema}.fair_queues q
+			SET vt = m.vt
+			FROM (SELECT due.queue, max(due.fair_vt) AS vt FROM due WHERE due.fair_vt IS NOT NULL GROUP BY due.queue) AS m
+			WHERE q.queue >= m.queue AND q.queue <= m.queue AND q.vt < m.vt) -- a lookup per queue, as below
 		UPDATE {schema}.runs r
 		SET status = 'running',
 		    claimant = $4,

@@ -25,8 +25,9 @@ var ErrWorkflowMismatch = errors.New("run belongs to another workflow")
 var ErrKeyConflict = errors.New("run key already names a run with another input")
 
 // Check returns why r cannot be recorded, or nil: a queue without a name, a
-// negative delay, or an input longer than maxPayload bytes (wrapping
-// ErrPayloadTooLarge). Its errors name neither the caller nor the workflow,
+// negative delay, an input longer than maxPayload bytes (wrapping
+// ErrPayloadTooLarge), a fairness weight without a key or out of 1 to
+// MaxFairWeight, or a fairness key longer than MaxFairKey bytes. Its errors name neither the caller nor the workflow,
 // which the caller adds.
 func (r NewRun) Check(maxPayload int) error {
 	switch {
@@ -36,6 +37,12 @@ func (r NewRun) Check(maxPayload int) error {
 		return fmt.Errorf("negative delay %s", r.Delay)
 	case len(r.Input) > maxPayload:
 		return fmt.Errorf("input is %d bytes, limit %d: %w", len(r.Input), maxPayload, ErrPayloadTooLarge)
+	case r.FairKey == "" && r.FairWeight != 0:
+		return fmt.Errorf("fairness weight %d without a fairness key", r.FairWeight)
+	case r.FairKey != "" && (r.FairWeight < 1 || r.FairWeight > MaxFairWeight):
+		return fmt.Errorf("fairness key %q: weight %d, want 1 to %d", r.FairKey, r.FairWeight, MaxFairWeight)
+	case len(r.FairKey) > MaxFairKey:
+		return fmt.Errorf("fairness key is %d bytes, limit %d", len(r.FairKey), MaxFairKey)
 	}
 	return nil
 }
