@@ -847,11 +847,14 @@ func TestPrimitives_RefuseBadInput(t *testing.T) {
 		if _, err := sdk.StartChild(ctx, shipOne, shipment{}, sdk.WithKey("k")); err != nil {
 			errs = append(errs, "child key")
 		}
+		if _, err := sdk.StartChild(ctx, shipOne, shipment{}, sdk.WithFairnessKey("tenant")); err != nil {
+			errs = append(errs, "child fairness")
+		}
 		return strings.Join(errs, ","), nil
 	})
 	e.worker(e.config(), bad)
 	br, _ := sdk.Start(e.ctx, e.client, bad, 0)
-	if out, err := result(t, br); err != nil || out != "empty name,negative timeout,long name,long key,empty key,child key" {
+	if out, err := result(t, br); err != nil || out != "empty name,negative timeout,long name,long key,empty key,child key,child fairness" {
 		t.Fatalf("result %q, %v", out, err)
 	}
 	if n := q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1`, br.ID); n != 0 {

@@ -278,7 +278,8 @@ func (c *Child[Out]) Result(ctx context.Context) (Out, error) {
 // The link is in SQL (runs.parent_run_id, parent_step; steps.child_run_id)
 // and in `tenure runs show`.
 //
-// WithQueue and WithPriority apply; WithKey and WithDelay are refused.
+// WithQueue and WithPriority apply; WithKey, WithDelay and WithFairness are
+// refused.
 //
 // Cancelling the parent cancels its unfinished children when the parent's
 // run ends cancelled; a parent that completes or fails leaves its children
@@ -300,6 +301,8 @@ func StartChild[In, Out any](ctx context.Context, wf *Workflow[In, Out], in In, 
 		return nil, fmt.Errorf("sdk.StartChild(%q): WithKey is not for children: a child's key is derived from its parent and step", wf.name)
 	case o.delay != 0:
 		return nil, fmt.Errorf("sdk.StartChild(%q): WithDelay is not for children: Sleep in the child instead", wf.name)
+	case o.fair:
+		return nil, fmt.Errorf("sdk.StartChild(%q): WithFairness is not for children: a child is work its parent started in its turn", wf.name)
 	}
 	if o.queue == "" {
 		o.queue = "default"

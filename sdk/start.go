@@ -21,6 +21,10 @@ type startOptions struct {
 	queue    string
 	priority int
 	delay    time.Duration
+
+	fair       bool // WithFairness was given
+	fairKey    string
+	fairWeight int
 }
 
 // WithKey makes Start idempotent: a second Start with the same key and the
@@ -41,6 +45,30 @@ func WithPriority(p int) StartOption { return func(o *startOptions) { o.priority
 
 // WithDelay makes the run due only after d.
 func WithDelay(d time.Duration) StartOption { return func(o *startOptions) { o.delay = d } }
+
+// WithFairness makes the run share its queue fairly with the runs of other
+// fairness keys: workers start the queue's runs so that each key that has
+// runs waiting gets a share of the throughput proportional to its weight,
+// however many runs it has queued. A tenant that enqueues 20,000 runs does
+// not make another that enqueues 200 after it wait for them: their runs are
+// taken in turn (weights 1 and 3: one of the first for three of the
+// second). A key with nothing waiting accrues no credit: its next run
+// starts at the queue's current turn. Fairness orders the start of runs
+// only; a run that ran before (a retry after a delay, a sleep that ended)
+// is claimed as any run is. Runs without a key are not subject to it, and
+// go first at equal priority; WithPriority still orders first.
+//
+// key is the unit of fairness (a tenant, a customer), at most 200 bytes;
+// weight is 1 to 1,000,000. An empty key, or a weight out of range, is an
+// error at Start. Starts of one key on one queue are serialized for the
+// instant of their insert (a StartTx of a key holds up other Starts of that
+// key until its transaction ends). docs/fairness.md says more.
+func WithFairness(key string, weight int) StartOption {
+	return func(o *startOptions) { o.fair, o.fairKey, o.fairWeight = true, key, weight }
+}
+
+// WithFairnessKey is WithFairness(key, 1).
+func WithFairnessKey(key string) StartOption { return WithFairness(key, 1) }
 
 // Start records a new run of wf with input in and returns its handle once the
 // run is committed. Workers that registered wf pick it up. See StartTx to
@@ -147,8 +175,11 @@ func (c *Client) newRun(workflow string, in any, traceparent string, opts []Star
 	if err != nil {
 		return store.NewRun{}, fmt.Errorf("encode input: %w", err)
 	}
+	if o.fair && o.fairKey == "" {
+		return store.NewRun{}, fmt.Errorf("empty fairness key (weight %d)", o.fairWeight)
+	}
 	r := store.NewRun{Workflow: workflow, Queue: o.queue, Priority: o.priority, Key: o.key,
-		Input: input, Delay: o.delay, Traceparent: traceparent}
+		Input: input, Delay: o.delay, Traceparent: traceparent, FairKey: o.fairKey, FairWeight: o.fairWeight}
 	if err := r.Check(c.maxPayload); err != nil { // the checks of operator.Start too
 		return store.NewRun{}, err
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // StartParams is one run for StartMany: its input and its options (WithKey,
-// WithQueue, WithPriority, WithDelay), as they would be passed to Start.
+// WithQueue, WithPriority, WithDelay, WithFairness), as they would be passed
+// to Start.
 type StartParams[In any] struct {
 	Input   In
 	Options []StartOption

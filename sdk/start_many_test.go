@@ -29,6 +29,10 @@ func TestStartMany_InvalidElementRecordsNothing(t *testing.T) {
 		{"empty queue", []sdk.StartOption{sdk.WithQueue("")}, OrderIn{}, "params[1]: empty queue name", nil},
 		{"negative delay", []sdk.StartOption{sdk.WithDelay(-time.Second)}, OrderIn{}, "params[1]: negative delay", nil},
 		{"payload limit", nil, OrderIn{ID: strings.Repeat("x", 100)}, "params[1]: input is", sdk.ErrPayloadTooLarge},
+		{"empty fairness key", []sdk.StartOption{sdk.WithFairness("", 2)}, OrderIn{}, "params[1]: empty fairness key (weight 2)", nil},
+		{"fairness weight 0", []sdk.StartOption{sdk.WithFairness("t", 0)}, OrderIn{}, `params[1]: fairness key "t": weight 0, want 1 to 1000000`, nil},
+		{"long fairness key", []sdk.StartOption{sdk.WithFairnessKey(strings.Repeat("k", 201))}, OrderIn{},
+			"params[1]: fairness key is 201 bytes, limit 200", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := sdk.StartMany(ctx, c, Fulfil, []sdk.StartParams[OrderIn]{{}, {Input: tc.in, Options: tc.opts}})
