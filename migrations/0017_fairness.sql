@@ -4,8 +4,10 @@
 -- enqueued 20,000 runs does not make one that enqueues 200 after it wait
 -- for all of them. This is start-time fair queueing:
 --
---   * each queue has a virtual clock (fair_queues.vt): the virtual time of
---     the last fair run a worker claimed on it;
+--   * each queue has a virtual clock (fair_queues.vt): the greatest virtual
+--     time of the fair runs claimed on it (a worker's claim batch advances
+--     it to what its previous claim took, so that the claim statement
+--     writes nothing but the runs it takes);
 --   * each key of a queue has the virtual time of its last run started
 --     (fair_keys.last_vt);
 --   * a run started with key k and weight w gets
@@ -43,8 +45,9 @@ CREATE TABLE {schema}.fair_keys (
     PRIMARY KEY (queue, key)
 );
 
--- Each queue's virtual clock: the greatest fair_vt claimed on it. The claim
--- advances it in the statement that takes the runs; a Start reads it.
+-- Each queue's virtual clock: the greatest fair_vt claimed on it, behind by
+-- at most the last claim of each worker (the next one's batch advances it);
+-- a Start reads it.
 CREATE TABLE {schema}.fair_queues (
     queue text   PRIMARY KEY,
     vt    bigint NOT NULL DEFAULT 0

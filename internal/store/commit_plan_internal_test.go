@@ -200,10 +200,18 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	for _, bad := range badAccess(plan, notForClaims) {
 		t.Errorf("%s in the plan of the claim\n%s\n%s", bad, claim, plan)
 	}
-	for _, want := range []string{"runs_claim_idx", "runs_lease_idx", "runs_fair_idx", "fair_queues_pkey"} {
+	for _, want := range []string{"runs_claim_idx", "runs_lease_idx", "runs_fair_idx"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the claim does not read %s:\n%s", want, plan)
 		}
+	}
+	// The clock advances a claim's batch carries look each queue up by key.
+	plan = explainGeneric(t, s, s.sql(sqlAdvanceClock), []any{[]string{"default", "other"}, []int64{5, 7}})
+	for _, bad := range badAccess(plan, wideIndex) {
+		t.Errorf("%s in the plan of the clock advance\n%s", bad, plan)
+	}
+	if !strings.Contains(plan, "fair_queues_pkey") {
+		t.Errorf("the clock advance does not read fair_queues_pkey:\n%s", plan)
 	}
 	// A Start with fairness keys (a new one and one of the backlog's)
 	// reads the keys' and the queue's rows by key, as a client sends it

@@ -41,7 +41,7 @@ func fairVT(t *testing.T, st *store.Store, id uuid.UUID) *int64 {
 
 // A key's runs take consecutive strides of 1,000,000 / weight from the
 // later of the key's last virtual time and its queue's clock; runs without
-// a key have none; the claim advances the clock to what it took.
+// a key have none; the next claim advances the clock to what this one took.
 func TestInsertRuns_FairVirtualTimes(t *testing.T) {
 	st := newStore(t)
 	ids := insertFair(t, st, fairRun("a", 1), fairRun("a", 1), fairRun("b", 4), newRun("wf", ""), fairRun("a", 1))
@@ -64,8 +64,15 @@ func TestInsertRuns_FairVirtualTimes(t *testing.T) {
 	if !got[ids[3]] || !got[ids[2]] {
 		t.Fatalf("claimed %v, want the keyless run %s and b's %s", claimed, ids[3], ids[2])
 	}
+	// The next claim's batch (here one that takes nothing) advances the clock.
+	if vt := scalar[int64](t, st, `SELECT vt FROM {schema}.fair_queues WHERE queue = 'default'`); vt != 0 {
+		t.Fatalf("queue clock %d before the next claim, want 0", vt)
+	}
+	if _, err := st.Claim(t.Context(), []string{"wf"}, []string{"default"}, 0, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if vt := scalar[int64](t, st, `SELECT vt FROM {schema}.fair_queues WHERE queue = 'default'`); vt != 250_000 {
-		t.Fatalf("queue clock %d after the claim, want 250,000", vt)
+		t.Fatalf("queue clock %d after the next claim, want 250,000", vt)
 	}
 	// A newcomer starts at the clock; so does b, which had nothing ahead of it.
 	if got := fairVT(t, st, insertFair(t, st, fairRun("c", 1))[0]); *got != 1_250_000 {
@@ -170,7 +177,7 @@ func TestClaim_FairRunsInterleaveByVirtualTime(t *testing.T) {
 		WHERE id = $1`, st.Schema()), back.ID); err != nil {
 		t.Fatal(err)
 	}
-	for len(claim()) > 0 {
+	for len(claim()) > 0 { // the last, empty, claim advances the clock
 	}
 	want := "urgent keyless a b c a a b c a a a a"
 	if got := strings.Join(order, " "); got != want {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,16 +32,17 @@ type Claimed struct {
 	CancelRequested bool
 	// Child is true for a run started by another run's workflow.
 	Child bool
+
+	fairVT int64 // the run's virtual time; 0 without a fairness key
 }
 
 // Claim takes the leases of up to limit runs of the given workflows and queues:
 // running runs whose lease expired (crash recovery, taken first), then queued
 // runs that are due, best priority first, earliest due first among equals
-// (fresh runs with a fairness key among themselves by virtual time, after
-// the others of their priority: see below). The
-// lease expiry comes from the database clock and every claim increments the
-// epoch, fencing out the previous holder. SKIP LOCKED lets many workers claim
-// concurrently without waiting on each other.
+// (runs with a fairness key after the others of their priority, by virtual
+// time: see below). The lease expiry comes from the database clock and every
+// claim increments the epoch, fencing out the previous holder. SKIP LOCKED
+// lets many workers claim concurrently without waiting on each other.
 //
 // Candidates are found per (queue, workflow) pair, each by a LATERAL scan of
 // its own index range in order (queued runs by runs_claim_idx, expired leases
@@ -54,11 +57,12 @@ type Claimed struct {
 // migration 17), and a LATERAL scan of their own per pair; runs_claim_idx
 // holds every other queued run. At equal priority the claim takes runs
 // without a key first (they are not subject to fairness, and run as they
-// would without fair runs beside them), then fair runs by virtual time, and
+// would without fair runs beside them), then runs with a key by virtual
+// time (a fair run that ran before, due again, keeps its time). The store
 // advances each queue's virtual clock (fair_queues) to the greatest virtual
-// time it took there, in the same statement. A worker whose queues hold no
-// fresh fair run reads one empty range of runs_fair_idx per pair more, and
-// updates nothing else.
+// time its claims took there, with the next claim's batch (see fairClock). A
+// worker whose queues hold no fresh fair run reads one empty range of
+// runs_fair_idx per pair more, and writes nothing else.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	out, _, err := s.claim(ctx, nil, workflows, queues, limit, claimant, ttl)
 	return out, err
@@ -71,6 +75,10 @@ func (s *Store) claim(ctx context.Context, wake *wakeRequest, workflows, queues 
 	// With the commit's planner settings (planWrite): generic plans, as a
 	// custom plan of this statement cost more to plan than to run.
 	b := &pgx.Batch{}
+	clockQueues, clockVTs, advance := s.clock.take()
+	if advance {
+		b.Queue(s.sql(sqlAdvanceClock), clockQueues, clockVTs)
+	}
 	var woken Woken
 	if wake != nil {
 		wake.queue(s, b, &woken)
@@ -83,7 +91,7 @@ func (s *Store) claim(ctx context.Context, wake *wakeRequest, workflows, queues 
 				var c Claimed
 				var lagMS float64
 				err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
-					&c.CancelRequested, &c.Child)
+					&c.CancelRequested, &c.Child, &c.fairVT)
 				c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
 				return c, err
 			})
@@ -91,7 +99,15 @@ func (s *Store) claim(ctx context.Context, wake *wakeRequest, workflows, queues 
 		})
 	}
 	if err := s.send(ctx, s.pool, planWrite, b).Close(); err != nil {
+		for i, q := range clockQueues { // for the next claim
+			s.clock.add(q, clockVTs[i])
+		}
 		return nil, Woken{}, s.wrap("claim runs", err)
+	}
+	for _, c := range out {
+		if c.fairVT > 0 {
+			s.clock.add(c.Queue, c.fairVT)
+		}
 	}
 	return out, woken, nil
 }
@@ -144,12 +160,7 @@ const sqlClaim = `
 			UNION ALL
 			SELECT * FROM fair
 			ORDER BY reclaim DESC, priority DESC, fair_vt NULLS FIRST, run_after
-			LIMIT $3),
-		clock AS (
-			UPDATE {schema}.fair_queues q
-			SET vt = m.vt
-			FROM (SELECT due.queue, max(due.fair_vt) AS vt FROM due WHERE due.fair_vt IS NOT NULL GROUP BY due.queue) AS m
-			WHERE q.queue >= m.queue AND q.queue <= m.queue AND q.vt < m.vt) -- a lookup per queue, as below
+			LIMIT $3)
 		UPDATE {schema}.runs r
 		SET status = 'running',
 		    claimant = $4,
@@ -163,7 +174,56 @@ const sqlClaim = `
 		WHERE r.id >= due.id AND r.id <= due.id -- a lookup per run (see endFence), whatever LIMIT $3 is thought to be
 		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.reclaim, r.reclaims,
 		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh,
-		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL`
+		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL, coalesce(r.fair_vt, 0)`
+
+// sqlAdvanceClock advances the virtual clocks of queues ($1) to the
+// virtual times ($2) that earlier claims took there, when they are behind:
+// a lookup per queue. The queues come sorted, so that two workers lock
+// their rows in one order.
+const sqlAdvanceClock = `
+		UPDATE {schema}.fair_queues q
+		SET vt = x.vt
+		FROM unnest($1::text[], $2::bigint[]) AS x(queue, vt)
+		WHERE q.queue >= x.queue AND q.queue <= x.queue AND q.vt < x.vt`
+
+// fairClock holds, per queue, the greatest virtual time this store's claims
+// took there that the queue's clock (fair_queues.vt) may not have yet: the
+// next claim's batch advances the clocks (sqlAdvanceClock), so that a claim
+// statement writes nothing but the runs it takes. A clock is thus behind
+// by at most the last claim of each worker, which only gives a key that
+// starts meanwhile its first runs that much earlier.
+type fairClock struct {
+	mu      sync.Mutex
+	pending map[string]int64
+}
+
+// take returns the pending advances, sorted by queue, and forgets them.
+func (c *fairClock) take() (queues []string, vts []int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) == 0 {
+		return nil, nil, false
+	}
+	for q := range c.pending {
+		queues = append(queues, q)
+	}
+	slices.Sort(queues)
+	for _, q := range queues {
+		vts = append(vts, c.pending[q])
+	}
+	c.pending = nil
+	return queues, vts, true
+}
+
+// add records that a claim took virtual time vt on queue.
+func (c *fairClock) add(queue string, vt int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		c.pending = map[string]int64{}
+	}
+	c.pending[queue] = max(c.pending[queue], vt)
+}
 
 // Lease identifies one held lease: the run and the epoch it was claimed at.
 type Lease struct {

@@ -103,6 +103,8 @@ type Store struct {
 	mu      sync.Mutex
 	checked bool
 
+	clock fairClock // the fair queues' clock advances of this store's claims
+
 	// resetAt is when the pool's connections were last dropped because a
 	// server said it can no longer take writes (see wrap), in Unix
 	// nanoseconds; dropped is closed then, and replaced (under dropMu).
