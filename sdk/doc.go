@@ -136,7 +136,9 @@
 // exists if and only if that transaction commits: a row you write and the
 // workflow that processes it cannot part ways. [StartMany] and [StartManyTx]
 // record many runs with one statement. [WithQueue], [WithPriority] and
-// [WithDelay] say where and when a run is due.
+// [WithDelay] say where and when a run is due. [WithFairness] shares a queue
+// between tenants (or any other key) by weight, whatever each one's backlog
+// (docs/fairness.md).
 //
 // [WithKey] makes a start idempotent: a second start with the same key and
 // the same input (compared as JSON values) returns the existing run, with
