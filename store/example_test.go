@@ -45,6 +45,7 @@ func ExampleMigrate() {
 	// 14 cli true
 	// 15 purge_children true
 	// 16 flow true
+	// 17 fairness true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -76,7 +77,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (16, 'flow');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (17, 'fairness');
 	//
 	// COMMIT;
 }
@@ -98,5 +99,6 @@ func ExampleScriptFrom() {
 	// 14 cli true
 	// 15 purge_children true
 	// 16 flow true
+	// 17 fairness true
 	// true
 }
