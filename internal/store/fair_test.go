@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -206,5 +207,38 @@ func TestNewRunCheck_Fairness(t *testing.T) {
 		if (err == nil) != (c.want == "") || (err != nil && err.Error() != c.want) {
 			t.Errorf("key %q weight %d: %v, want %q", c.key, c.weight, err, c.want)
 		}
+	}
+}
+
+// A transaction still open after a Start of a fairness key holds the key's
+// row: InsertRunsBounded (the client's shared flush) gives up on it after
+// its wait, as on a busy run key, and records runs of other keys at once.
+func TestInsertRunsBounded_BusyFairKey(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	insertFair(t, st, fairRun("a", 1)) // the key's row exists: the open transaction updates it
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := st.InsertRuns(ctx, tx, []store.NewRun{fairRun("a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	_, err = st.InsertRunsBounded(ctx, []store.NewRun{newRun("wf", ""), fairRun("a", 1)}, 50*time.Millisecond)
+	if !errors.Is(err, store.ErrKeyBusy) || time.Since(begin) > 5*time.Second {
+		t.Fatalf("InsertRunsBounded: %v after %s, want ErrKeyBusy after about 50ms", err, time.Since(begin))
+	}
+	got, err := st.InsertRunsBounded(ctx, []store.NewRun{newRun("wf", ""), fairRun("b", 1)}, 50*time.Millisecond)
+	if err != nil || !got[0].Created || !got[1].Created {
+		t.Fatalf("InsertRunsBounded with another key: %v, %v", got, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once it committed, the next run of a follows the one it recorded.
+	if got := fairVT(t, st, insertFair(t, st, fairRun("a", 1))[0]); *got != 3_000_000 {
+		t.Fatalf("a's third run at %v, want 3,000,000", *got)
 	}
 }
