@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -285,10 +286,10 @@ func (l Limits) String() string {
 		parts = append(parts, fmt.Sprintf("rate %d/%s burst %d", r.N, r.Per, r.Burst))
 	}
 	if b := l.RetryBudget; b != nil {
-		parts = append(parts, fmt.Sprintf("retries %g%%+%g/s", b.Ratio*100, b.PerSecond))
+		parts = append(parts, fmt.Sprintf("retries %s%%+%g/s", percent(b.Ratio), b.PerSecond))
 	}
 	if b := l.Breaker; b != nil {
-		parts = append(parts, fmt.Sprintf("breaker %g%% of %d in %s, open %s", b.ErrorRatio*100, b.MinCalls, b.Window, b.OpenFor))
+		parts = append(parts, fmt.Sprintf("breaker %s%% of %d in %s, open %s", percent(b.ErrorRatio), b.MinCalls, b.Window, b.OpenFor))
 	}
 	if len(parts) == 0 {
 		return "no limits"
@@ -299,6 +300,10 @@ func (l Limits) String() string {
 	}
 	return s
 }
+
+// percent is ratio as a percentage of at most 6 significant digits: 0.29
+// is "29", not the "28.999999999999996" of ratio*100 printed exactly.
+func percent(ratio float64) string { return strconv.FormatFloat(ratio*100, 'g', 6, 64) }
 
 // Causes of a step's wait on a downstream, as attempt_timeline.throttled_by
 // and the throttles table record them.
