@@ -3,11 +3,13 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/policy"
 )
 
@@ -58,5 +60,30 @@ func TestNew_PanicsWithTypedErrors(t *testing.T) {
 				t.Fatalf("panic %v: want a *policy.ValidationError for %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// Calls refuses a nil downstream at declaration; the key of an input that
+// does not decode, or that is longer than MaxKey, is a permanent error.
+func TestCalls_KeyErrorsArePermanent(t *testing.T) {
+	type in struct{ Account string }
+	act := activities.New("charge", func(ctx context.Context, x in) (int, error) { return 0, nil })
+	if err := panicOf(t, func() { act.Calls(nil, nil) }); !errors.Is(err, activities.ErrInvalidDeclaration) {
+		t.Fatalf("Calls(nil): panic %v, want ErrInvalidDeclaration", err)
+	}
+	ds := flow.New("payments")
+	keyed := act.Calls(ds, func(x in) string { return x.Account })
+	if k, err := act.Calls(ds, nil).Key([]byte(`{"Account": "a"}`)); k != "" || err != nil {
+		t.Fatalf("no key function: %q, %v; want one key for all calls", k, err)
+	}
+	if _, err := keyed.Key([]byte(`not json`)); !errors.Is(err, activities.ErrBadInput) || !policy.IsPermanent(err) {
+		t.Fatalf("bad input: %v, want a permanent ErrBadInput", err)
+	}
+	long := strings.Repeat("k", activities.MaxKey+1)
+	if _, err := keyed.Key([]byte(`{"Account": "` + long + `"}`)); !errors.Is(err, activities.ErrBadKey) || !policy.IsPermanent(err) {
+		t.Fatalf("long key: %v, want a permanent ErrBadKey", err)
+	}
+	if k, err := keyed.Key([]byte(`{"Account": "` + long[1:] + `"}`)); len(k) != activities.MaxKey || err != nil {
+		t.Fatalf("a key of MaxKey bytes: %d bytes, %v", len(k), err)
 	}
 }

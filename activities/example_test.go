@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/policy"
 )
 
@@ -70,4 +71,33 @@ func ExampleNew_invalidPolicy() {
 	// Output:
 	// activity "bad": invalid policy: policy: max_attempts = 0: must be at least 1
 	// field: max_attempts
+}
+
+// AccountCharge is the input of a charge made for an account.
+type AccountCharge struct {
+	Account string
+	Amount  int
+}
+
+// An activity that calls a downstream shares the downstream's limits with
+// every activity that calls it. The key function takes, from each input,
+// the key whose concurrency and rate limits apply (here the account: one
+// busy account cannot use up another's share); the retry budget and the
+// breaker are the downstream's, whatever the key.
+func ExampleActivity_Calls() {
+	payments := flow.New("payments", flow.Concurrency(2), flow.Rate(5, time.Second, 1), flow.Breaker(flow.BreakerPolicy{}))
+	charge := activities.New("charge",
+		func(ctx context.Context, in AccountCharge) (string, error) { return "ch_1", nil },
+		policy.MaxAttempts(5),
+	)
+	limited := charge.Calls(payments, func(in AccountCharge) string { return in.Account })
+
+	// What the runtime asks before each attempt of a step.
+	key, err := limited.Key([]byte(`{"Account": "acct-7", "Amount": 4200}`))
+	fmt.Println(limited.Downstream().Name(), key, err)
+	// Calls returns a copy: charge itself calls no downstream.
+	fmt.Println(charge.Downstream() == nil)
+	// Output:
+	// payments acct-7 <nil>
+	// true
 }
