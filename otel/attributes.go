@@ -29,5 +29,7 @@ const (
 	KeyDBState         = attribute.Key("db.response.status_code") // SQLSTATE; absent when no server answered
 	KeyReplicationMode = attribute.Key("tenure.replication.mode") // none, synchronous, asynchronous, standby
 	KeyErrorType       = attribute.Key("error.type")              // the OpenTelemetry standard key
+	KeyDownstream      = attribute.Key("tenure.downstream")       // the flow.Downstream an activity calls
+	KeyFlowCause       = attribute.Key("tenure.flow.cause")       // concurrency, rate, breaker, retry-budget
 	instrumentation    = "github.com/tenurehq/tenure/otel"
 )

@@ -27,4 +27,15 @@
 // The attempts table stores each attempt's trace and span IDs, so SQL finds
 // the trace of any failure and a trace finds its rows. Attribute and metric
 // names are listed in docs/observability.md.
+//
+// # Flow control
+//
+// The Instrumentation is also a runtime.FlowObserver. An attempt of an
+// activity that calls a downstream (package flow) carries the attribute
+// tenure.downstream. An attempt that the downstream's limits deny is not an
+// attempt: its span ends with outcome throttled, the event
+// tenure.flow.denied and the attribute tenure.flow.cause, without an error,
+// and it is counted in tenure.flow.denied, never in tenure.attempts. The
+// gauges tenure.flow.waiting, tenure.flow.in_use and tenure.flow.breaker
+// follow each downstream as the worker's sweep reads it, once a second.
 package otel

@@ -24,6 +24,20 @@ const (
 	// has standbys it does not wait for at commit (a failover can lose
 	// acknowledged runs), else 0; attribute tenure.replication.mode.
 	MetricReplicationAsynchronous = "tenure.database.replication.asynchronous"
+	// MetricFlowAdmitted counts attempts admitted under a downstream's
+	// limits, and MetricFlowDenied the attempts its limits denied (each a
+	// wait, not an attempt), by tenure.flow.cause; attribute
+	// tenure.downstream.
+	MetricFlowAdmitted = "tenure.flow.admitted"
+	MetricFlowDenied   = "tenure.flow.denied"
+	// MetricFlowWaiting, MetricFlowInUse and MetricFlowBreaker are a
+	// downstream's steps waiting on its limits, its concurrency slots held
+	// and its breaker (0 closed, 1 half open, 2 open), as each worker that
+	// declares it reads them about once a second: values of the whole
+	// database, the same from every worker.
+	MetricFlowWaiting = "tenure.flow.waiting"
+	MetricFlowInUse   = "tenure.flow.in_use"
+	MetricFlowBreaker = "tenure.flow.breaker"
 )
 
 type instruments struct {
@@ -31,6 +45,9 @@ type instruments struct {
 	inFlight                                                                               metric.Int64UpDownCounter
 	replicationAsync                                                                       metric.Int64Gauge
 	attemptDuration, queueLag, runDuration                                                 metric.Float64Histogram
+
+	flowAdmitted, flowDenied            metric.Int64Counter
+	flowWaiting, flowInUse, flowBreaker metric.Int64Gauge
 }
 
 func newInstruments(m metric.Meter) (instruments, error) {
@@ -54,6 +71,16 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.runsStarted = counter(MetricRunsStarted, "{run}", "Runs started (a Start that found an existing key is not counted).")
 	i.runsCompleted = counter(MetricRunsCompleted, "{run}", "Runs completed.")
 	i.dbErrors = counter(MetricDatabaseErrors, "{error}", "Database errors of a worker's claims, lease renewals and runs' writes, each retried.")
+	i.flowAdmitted = counter(MetricFlowAdmitted, "{attempt}", "Attempts admitted under a downstream's limits.")
+	i.flowDenied = counter(MetricFlowDenied, "{attempt}", "Attempts a downstream's limit denied, by cause: each run waited, charged nothing.")
+	gauge := func(name, unit, desc string) metric.Int64Gauge {
+		g, err := m.Int64Gauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	i.flowWaiting = gauge(MetricFlowWaiting, "{step}", "Steps waiting on a downstream's limits now, in the whole database.")
+	i.flowInUse = gauge(MetricFlowInUse, "{slot}", "Concurrency slots of a downstream held by live leases now, in the whole database.")
+	i.flowBreaker = gauge(MetricFlowBreaker, "1", "A downstream's circuit breaker: 0 closed, 1 half open, 2 open.")
 	var err error
 	i.inFlight, err = m.Int64UpDownCounter(MetricRunsInFlight, metric.WithUnit("{run}"),
 		metric.WithDescription("Runs whose lease a worker holds now."))

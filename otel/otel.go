@@ -154,16 +154,27 @@ func (i *Instrumentation) AttemptStarted(ctx context.Context, a runtime.Attempt)
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	ctx, span := i.tracer.Start(ctx, a.Activity, opts...)
-	if a.Rescue {
+	switch {
+	case a.Rescue && a.Downstream != "":
+		// It may yet be denied by a limit: counted once admitted.
+		ctx = context.WithValue(ctx, rescueKey{}, rescue{workflow: a.Workflow, activity: a.Activity})
+	case a.Rescue:
 		i.m.rescues.Add(ctx, 1, metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity)))
 	}
 	return ctx, ref(span.SpanContext())
 }
 
 // AttemptEnded closes the attempt's span with its outcome and counts it.
+// An attempt a downstream's limit denied (runtime.AttemptThrottled) was
+// never made: its span ends without an error and it is not counted (Denied
+// counted it in tenure.flow.denied).
 func (i *Instrumentation) AttemptEnded(ctx context.Context, a runtime.Attempt, end runtime.AttemptEnd) {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(KeyOutcome.String(string(end.Outcome)))
+	if end.Outcome == runtime.AttemptThrottled {
+		span.End()
+		return
+	}
 	if end.Delay != nil {
 		span.SetAttributes(KeyDelay.Int64(end.Delay.Milliseconds()), KeyDelaySource.String(end.DelaySource))
 		i.m.retries.Add(ctx, 1, metric.WithAttributes(KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity), KeyDelaySource.String(end.DelaySource)))
@@ -238,12 +249,16 @@ func (i *Instrumentation) ReplicationChecked(r record.Replication) {
 }
 
 func attemptAttributes(a runtime.Attempt) []attribute.KeyValue {
-	return []attribute.KeyValue{
+	attrs := []attribute.KeyValue{
 		KeyRunID.String(a.RunID.String()), KeyWorkflow.String(a.Workflow), KeyActivity.String(a.Activity),
 		KeyStep.Int(a.Step), KeyAttempt.Int(a.Attempt), KeyMaxAttempts.Int(a.MaxAttempts),
 		KeyErrors.Int(a.Errors), KeyRescues.Int(a.Rescues), KeyRescue.Bool(a.Rescue),
 		KeyEpoch.Int64(a.Epoch), KeyWorker.String(a.Worker),
 	}
+	if a.Downstream != "" {
+		attrs = append(attrs, KeyDownstream.String(a.Downstream))
+	}
+	return attrs
 }
 
 // ref names a span for the attempts table; empty when it is not recorded.

@@ -123,6 +123,9 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 		MaxAttempts: s.pol.MaxAttempts, Errors: s.b.errors, Rescues: s.b.rescues, Rescue: rescue,
 		Epoch: e.lease.Epoch, Worker: e.w.cfg.Label, Previous: s.prev,
 	}
+	if s.flow != nil {
+		a.info.Downstream = s.flow.downstream
+	}
 	var ref TraceRef
 	a.actx, ref = e.w.cfg.Observer.AttemptStarted(ctx, a.info)
 	s.prev = ref

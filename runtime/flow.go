@@ -31,12 +31,17 @@ const AttemptThrottled record.AttemptStatus = "throttled"
 // FlowObserver is an optional interface of an Observer (the otel package
 // implements it): it hears of every admission and denial under a
 // downstream's limits, and of each downstream's state, about once a second.
+//
+// The ctx of Admitted and Denied is the attempt's, as AttemptStarted
+// returned it: an attempt admitted is recorded and invoked; an attempt
+// denied is neither, and AttemptEnded follows Denied with Outcome
+// AttemptThrottled.
 type FlowObserver interface {
 	// Admitted is called when an attempt of a step calling downstream was
-	// admitted under its limits.
+	// admitted under its limits, once its start is recorded.
 	Admitted(ctx context.Context, downstream string)
 	// Denied is called when a step's attempt was denied by cause (a
-	// flow.Cause* constant).
+	// flow.Cause* constant): the run waits, charged nothing.
 	Denied(ctx context.Context, downstream, cause string)
 	// DownstreamState is called with each downstream's breaker state and
 	// the steps waiting on it, as the worker's sweep reads them.
@@ -212,20 +217,20 @@ func (s *stepRun) begin(a attempt, ref TraceRef) (store.WriteResult, error) {
 		s.e.ending.Store(false)
 	}
 	if err == nil && started.Denied == nil {
-		s.held(take)
+		s.held(a, take)
 	}
 	return started, err
 }
 
-// held records that the attempt just started holds what its take was
+// held records that attempt a, just started, holds what its take was
 // given, until its end is written.
-func (s *stepRun) held(t *store.FlowTake) {
+func (s *stepRun) held(a attempt, t *store.FlowTake) {
 	if t == nil {
 		return
 	}
 	s.e.holding = &store.FlowGive{Downstream: t.Downstream, Key: t.Key, Outcome: store.GiveNone}
 	if o, ok := s.e.w.cfg.Observer.(FlowObserver); ok {
-		o.Admitted(s.e.ctx, t.Downstream)
+		o.Admitted(a.actx, t.Downstream)
 	}
 }
 
@@ -264,7 +269,7 @@ func (s *stepRun) throttled(a attempt, d store.Denial) attempt {
 	s.attempt--
 	a.verdict, a.why, a.denial = throttled, "denied by "+d.Cause, &d
 	if o, ok := s.e.w.cfg.Observer.(FlowObserver); ok {
-		o.Denied(s.e.ctx, s.flow.downstream, d.Cause)
+		o.Denied(a.actx, s.flow.downstream, d.Cause)
 	}
 	return a
 }

@@ -91,6 +91,11 @@ type Attempt struct {
 	// Previous names the span of the step's previous attempt, if any, so
 	// that retries can be linked.
 	Previous TraceRef
+	// Downstream is the downstream the step's activity calls
+	// (activities.Activity.Calls), or "": an attempt of such a step is
+	// admitted under its limits once AttemptStarted returned, or denied
+	// (see FlowObserver), and only then recorded.
+	Downstream string
 }
 
 // Attempt outcomes, as recorded in the attempts table.
@@ -108,7 +113,9 @@ const (
 // AttemptEnd is how an attempt ended.
 type AttemptEnd struct {
 	// Outcome is the attempt's status: record.AttemptSucceeded, AttemptFailed,
-	// AttemptTimedOut, AttemptLost or AttemptInterrupted.
+	// AttemptTimedOut, AttemptLost or AttemptInterrupted; or AttemptThrottled
+	// for an attempt a downstream's limit denied, which was never recorded
+	// nor invoked.
 	Outcome  record.AttemptStatus
 	Err      error // the error it returned, if any
 	Duration time.Duration
