@@ -94,6 +94,7 @@ var defaultImports = map[string]string{
 	"syscall": "syscall", "testing": "testing", "time": "time",
 	"pgx": "github.com/jackc/pgx/v5", "pgxpool": "github.com/jackc/pgx/v5/pgxpool", "uuid": "github.com/google/uuid",
 	"activities": "github.com/tenurehq/tenure/activities",
+	"flow":       "github.com/tenurehq/tenure/flow",
 	"policy":     "github.com/tenurehq/tenure/policy",
 	"runtime":    "github.com/tenurehq/tenure/runtime",
 	"sdk":        "github.com/tenurehq/tenure/sdk",
