@@ -33,8 +33,8 @@ const (
 	// MetricFlowWaiting, MetricFlowInUse and MetricFlowBreaker are a
 	// downstream's steps waiting on its limits, its concurrency slots held
 	// and its breaker (0 closed, 1 half open, 2 open), as each worker that
-	// declares it reads them about once a second: values of the whole
-	// database, the same from every worker.
+	// has run a step calling it reads them about once a second: values of
+	// the whole database, the same from every worker.
 	MetricFlowWaiting = "tenure.flow.waiting"
 	MetricFlowInUse   = "tenure.flow.in_use"
 	MetricFlowBreaker = "tenure.flow.breaker"
