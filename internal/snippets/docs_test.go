@@ -45,9 +45,14 @@ var standIns = []string{
 	`type Declined struct{ Code string }`,
 	`func (d *Declined) Error() string { return d.Code }`,
 	`func checkout(ctx context.Context, o Order) (Receipt, error) { return Receipt{}, nil }`,
+	// docs/fairness.md
+	`type ReportIn struct{ TenantID string }`,
+	`var Report = sdk.NewWorkflow("report", func(ctx context.Context, in ReportIn) (string, error) { return "", nil })`,
+	`var in ReportIn`,
 	// Statement blocks: what a program has at hand.
 	`var pool *pgxpool.Pool`,
 	`var w *runtime.Worker`,
+	`var client *sdk.Client`,
 }
 
 // TestDocs_EveryGoBlockCompiles compiles and vets every Go block of the
