@@ -434,8 +434,10 @@ BEGIN
                       ORDER BY x.since, x.id LIMIT 1)
         RETURNING w.run_id INTO r;
         EXIT WHEN r IS NULL;
+        -- Only a run still waiting on this downstream: a stale row (the run
+        -- went on to wait on another) must not use up this wake.
         UPDATE {schema}.runs SET run_after = now(), updated_at = now()
-        WHERE id = r AND status = 'queued' AND waiting_for LIKE 'limit:%';
+        WHERE id = r AND status = 'queued' AND waiting_for = 'limit:' || ds;
         IF FOUND THEN
             woken := woken + 1;
         END IF;
@@ -538,6 +540,15 @@ BEGIN
             PERFORM {schema}._wake(g.downstream, g.key, 'concurrency', freed);
         END IF;
         IF g.outcome NOT IN ('ok', 'error') THEN -- 'none', or 'run': a run's end
+            -- A probe that ended neither way (a permanent error, a cancel)
+            -- says nothing of the downstream: the next take probes, and the
+            -- oldest waiter is woken to be it.
+            UPDATE {schema}.downstream_state x SET probe_run = NULL, probe_epoch = NULL
+            WHERE x.name = g.downstream AND x.breaker = 'half_open'
+              AND x.probe_run = g.run_id AND x.probe_epoch = g.epoch;
+            IF FOUND THEN
+                PERFORM {schema}._wake(g.downstream, '', 'breaker', 1);
+            END IF;
             CONTINUE;
         END IF;
         SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = g.downstream;
@@ -744,8 +755,8 @@ BEGIN
             INSERT INTO {schema}.throttles (run_id, step, downstream, key, cause)
             VALUES (t.run_id, t.step, t.downstream, t.key, why);
         END IF;
+        DELETE FROM {schema}.flow_waiters x WHERE x.run_id = t.run_id; -- a run waits in one place
         IF due IS NULL THEN
-            DELETE FROM {schema}.flow_waiters x WHERE x.run_id = t.run_id;
             INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since)
             SELECT t.downstream, CASE WHEN why = 'breaker' THEN '' ELSE t.key END, why, t.run_id,
                    coalesce((SELECT x.began_at FROM {schema}.throttles x
@@ -774,7 +785,7 @@ BEGIN
              WHERE x.downstream = ds AND x.cause = 'breaker' AND x.key = '' ORDER BY x.since, x.id LOOP
         DELETE FROM {schema}.flow_waiters x WHERE x.id = w.id;
         UPDATE {schema}.runs SET run_after = due, updated_at = now()
-        WHERE id = w.run_id AND status = 'queued' AND waiting_for LIKE 'limit:%';
+        WHERE id = w.run_id AND status = 'queued' AND waiting_for = 'limit:' || ds;
         IF FOUND THEN
             UPDATE {schema}.downstream_state x SET probe_due = true WHERE x.name = ds;
             RETURN;
@@ -800,6 +811,10 @@ DECLARE
     s {schema}.downstream_state;
     free integer;
 BEGIN
+    -- And every downstream something waits on: a waiter's releaser may end
+    -- without a give (a lost lease, a run failed by the backstop), and the
+    -- workers alive may never have used the downstream themselves.
+    names := ARRAY(SELECT DISTINCT x FROM unnest(names || ARRAY(SELECT DISTINCT w.downstream FROM {schema}.flow_waiters w)) AS x);
     PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name FOR UPDATE;
     FOR k IN SELECT DISTINCT w.downstream, w.key FROM {schema}.flow_waiters w
              WHERE w.downstream = ANY (names) AND w.cause = 'concurrency' ORDER BY 1, 2 LOOP

@@ -166,7 +166,10 @@ func (e *execution) run() {
 		obs.SegmentEnded(e.ctx, e.seg, e.end)
 	}()
 	wf := e.w.workflowFor(e.claim.Workflow)
-	if !e.load(wf) || !e.admitRun(wf) {
+	// Before anything can end the run (load's backstop may fail it): its
+	// end gives back its concurrency key's slot, if it holds one.
+	keyErr := e.holdRun(wf)
+	if !e.load(wf) || !e.admitRun(wf, keyErr) {
 		return
 	}
 	e.finish(e.invoke(wf)) // invoke does not return when the executor unwound the workflow (exit)

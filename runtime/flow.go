@@ -105,12 +105,22 @@ func (f *flows) declareHolds(ctx context.Context, name string, limits flow.Limit
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		decl.err, decl.done = err, err == nil
-		if err == nil {
+		if err == nil && !slices.Contains(f.names, name) {
 			f.names = append(f.names, name)
 			slices.Sort(f.names)
 		}
 	})
 	return decl.err
+}
+
+// watch has the sweep cover name from now on, declared or not.
+func (f *flows) watch(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.names, name) {
+		f.names = append(f.names, name)
+		slices.Sort(f.names)
+	}
 }
 
 // sweepEvery is how often a worker that declares downstreams sweeps them
@@ -284,32 +294,49 @@ func (e *execution) parked(d store.Denial) {
 	}
 }
 
-// admitRun takes the slot of the run's workflow's concurrency key, if it
-// declares one (sdk.WithConcurrency), in a write of its own before the
-// workflow runs. It reports false when the run stops instead: parked until
-// a run of its key ends, ended cancelled (sdk.CancelNewest), failed (a key
-// that cannot be taken from its input) or abandoned.
-func (e *execution) admitRun(wf sdk.Definition) bool {
+// holdRun sets runHold to the slot of the run's workflow's concurrency
+// key, when it declares one (sdk.WithConcurrency): whatever ends the run
+// gives it back (a give of a slot the run does not hold frees nothing). It
+// returns the error of a key that cannot be taken from the run's input.
+func (e *execution) holdRun(wf sdk.Definition) error {
 	cl, ok := wf.(sdk.ConcurrencyLimited)
 	if !ok {
-		return true
+		return nil
 	}
-	limit, pol, ok := cl.ConcurrencyLimit()
-	if !ok {
-		return true
+	if _, _, ok := cl.ConcurrencyLimit(); !ok {
+		return nil
 	}
 	key, err := cl.ConcurrencyKey(e.claim.Input)
 	if err != nil {
-		e.failRun(store.Failure{Reason: sdk.ReasonBadInput, ErrorMessage: err.Error(), ErrorType: "tenure.BadConcurrencyKey"})
+		return err
+	}
+	e.runHold = &store.FlowGive{Downstream: flow.WorkflowPrefix + wf.Name(), Key: store.Text(key), Outcome: store.GiveRun}
+	return nil
+}
+
+// admitRun takes the slot of the run's concurrency key (see holdRun), in a
+// write of its own before the workflow runs. It reports false when the run
+// stops instead: parked until a run of its key ends, ended cancelled
+// (sdk.CancelNewest), failed (keyErr: a key that cannot be taken from its
+// input) or abandoned.
+func (e *execution) admitRun(wf sdk.Definition, keyErr error) bool {
+	if keyErr != nil {
+		e.failRun(store.Failure{Reason: sdk.ReasonBadInput, ErrorMessage: keyErr.Error(), ErrorType: "tenure.BadConcurrencyKey"})
 		return false
 	}
-	name := flow.WorkflowPrefix + wf.Name()
+	hold := e.runHold
+	if hold == nil {
+		return true
+	}
+	limit, pol, _ := wf.(sdk.ConcurrencyLimited).ConcurrencyLimit()
 	limits := flow.Limits{Concurrency: limit}
-	if err := e.retry(e.w.writes, func(ctx context.Context) error { return e.w.flows.declareHolds(ctx, name, limits, "run") }); err != nil {
+	if err := e.retry(e.w.writes, func(ctx context.Context) error {
+		return e.w.flows.declareHolds(ctx, hold.Downstream, limits, "run")
+	}); err != nil {
 		e.abandon("declare the workflow's concurrency key", err)
 		return false
 	}
-	take := &store.FlowTake{Downstream: name, Key: store.Text(key), Policy: string(pol)}
+	take := &store.FlowTake{Downstream: hold.Downstream, Key: hold.Key, Policy: string(pol)}
 	e.ending.Store(true) // a denial ends the lease in this write
 	res, err := e.write(store.Write{Take: take})
 	if err != nil {
@@ -319,10 +346,10 @@ func (e *execution) admitRun(wf sdk.Definition) bool {
 	switch d := res.Denied; {
 	case d == nil:
 		e.ending.Store(false)
-		e.runHold = &store.FlowGive{Downstream: name, Key: take.Key, Outcome: store.GiveRun}
 		return true
 	case d.Cause == store.PolicyCancelNewest:
-		msg := fmt.Sprintf("cancelled before it ran: %d runs of concurrency key %q are in progress (policy cancel-newest)", limit, key)
+		e.runHold = nil // it holds none
+		msg := fmt.Sprintf("cancelled before it ran: %d runs of concurrency key %q are in progress (policy cancel-newest)", limit, hold.Key)
 		res, err := e.write(store.Write{CancelRun: &store.RunCancel{Message: msg}})
 		if err != nil {
 			e.writeFailed("cancel run", err)
@@ -330,10 +357,10 @@ func (e *execution) admitRun(wf sdk.Definition) bool {
 		}
 		e.w.cancelled.Add(1)
 		e.end = SegmentEnd{Outcome: SegmentCancelled, RunDuration: res.Age}
-		e.log.Info("tenure: run cancelled: its concurrency key has no room (cancel-newest)", "key", key)
+		e.log.Info("tenure: run cancelled: its concurrency key has no room (cancel-newest)", "key", hold.Key)
 	default:
 		if o, ok := e.w.cfg.Observer.(FlowObserver); ok {
-			o.Denied(e.ctx, name, d.Cause)
+			o.Denied(e.ctx, hold.Downstream, d.Cause)
 		}
 		e.parked(*d)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/override"
+	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
@@ -214,6 +215,11 @@ func (w *Worker) Register(defs ...sdk.Definition) error {
 			return fmt.Errorf("register: workflow %q registered twice", d.Name())
 		}
 		w.workflows[d.Name()] = d
+		if cl, ok := d.(sdk.ConcurrencyLimited); ok {
+			if _, _, ok := cl.ConcurrencyLimit(); ok {
+				w.flows.watch(flow.WorkflowPrefix + d.Name()) // swept from the start: its waiters may outlive their holders
+			}
+		}
 	}
 	return nil
 }

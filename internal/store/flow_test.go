@@ -62,3 +62,33 @@ func TestCommit_ARepeatedTakeIsAnsweredAsItsFirstTry(t *testing.T) {
 		t.Errorf("%d slots held after the release", n)
 	}
 }
+
+// A probe whose attempt ended neither way (a permanent error, a cancel)
+// says nothing of the downstream: the next take probes.
+func TestCommit_AProbeThatEndedNeitherWayLetsTheNextProbe(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "flaky", []byte(`{"breaker_error_ratio": 0.5}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	leases := claimN(t, st, 2)
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.downstream_state
+		SET breaker = 'half_open', probe_run = $1, probe_epoch = $2 WHERE name = 'flaky'`, st.Schema()), leases[0].RunID, leases[0].Epoch); err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := json.Marshal(policy.Default())
+	take := []store.Write{{Lease: leases[1], StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
+		Take: &store.FlowTake{Downstream: "flaky"}}}}
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: leases[0], Gives: []store.FlowGive{{Downstream: "flaky", Outcome: store.GiveNone}},
+		EndAttempt: &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "permanent"}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("the probe's end: %v %+v", err, res)
+	}
+	res, err = st.Commit(t.Context(), st.Pool(), take)
+	if err != nil || res[0].Err != nil || res[0].Denied != nil {
+		t.Fatalf("the next take: %v %+v, want admitted as the probe", err, res[0])
+	}
+	if got := scalar[string](t, st, `SELECT breaker || ' ' || (probe_run = $1)::text FROM {schema}.downstream_state WHERE name = 'flaky'`, leases[1].RunID); got != "half_open true" {
+		t.Errorf("breaker %s, want half_open with the next take its probe", got)
+	}
+}
