@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/internal/committer"
 	"github.com/tenurehq/tenure/internal/override"
-	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/sdk"
