@@ -59,6 +59,9 @@ type summary struct {
 	fencedLog    int      // of which a write refused by fencing
 	exitStats    runtime.Stats
 	graceful     int // workers that printed their exit stats
+	// stops lists, per worker label, when its process was killed, frozen
+	// or found dead, on the database's clock (invariant.FlowOptions).
+	stops map[string][]time.Time
 }
 
 // slot is one place in the fleet: a worker, replaced when it dies.
@@ -220,6 +223,9 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 			case <-s.w.Done():
 				if s.restartAt.IsZero() {
 					sum.died(s)
+					if !s.killed {
+						sum.stopped(ctx, pool, s)
+					}
 					s.restartAt = now.Add(time.Duration(rng.Int64N(int64(500 * time.Millisecond))))
 				}
 				if !now.Before(s.restartAt) {
@@ -251,11 +257,13 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 				if rng.IntN(2) == 0 {
 					s.killed = true
 					_ = s.w.Kill()
+					sum.stopped(ctx, pool, s)
 					sum.kills++
 				} else {
 					s.frozen = true
 					s.thawAt = now.Add(time.Duration(float64(cfg.LeaseTTL) * (0.5 + 2.5*rng.Float64())))
 					_ = s.w.Freeze()
+					sum.stopped(ctx, pool, s)
 					sum.freezes++
 				}
 			}
@@ -305,6 +313,9 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 		case <-s.w.Done():
 			if s.restartAt.IsZero() {
 				sum.died(s)
+				if !s.killed {
+					sum.stopped(ctx, pool, s)
+				}
 			}
 			continue
 		case <-s.w.Started():
@@ -345,12 +356,25 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 	_ = listener.CatchUp(cctx, pool, cfg.Schema) // a notice still missing is reported below
 	cancel()
 	notices, complete := stopListener()
-	rep, err := invariant.Check(ctx, pool, cfg.Schema, invariant.Options{Notices: notices, NoticesComplete: complete})
+	rep, err := invariant.Check(ctx, pool, cfg.Schema, invariant.Options{Notices: notices, NoticesComplete: complete,
+		Flow: &invariant.FlowOptions{Calls: workload.Calls(), Invocations: workload.LedgerTable, Stopped: sum.stops}})
 	if err != nil {
 		return nil, err
 	}
 	sum.report = rep
 	return sum, nil
+}
+
+// stopped records that the worker of s stopped running just now (killed,
+// frozen or found dead), on the database's clock when it answers: a lost
+// attempt of that worker made its call until then at the latest.
+func (sum *summary) stopped(ctx context.Context, pool *pgxpool.Pool, s *slot) {
+	at := time.Now()
+	_ = pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at)
+	if sum.stops == nil {
+		sum.stops = map[string][]time.Time{}
+	}
+	sum.stops[s.w.Label] = append(sum.stops[s.w.Label], at)
 }
 
 // died records how the worker of a slot ended, when the driver notices it
@@ -387,6 +411,10 @@ func jitter(rng *rand.Rand, mean time.Duration) time.Duration {
 	return mean/2 + time.Duration(rng.Int64N(int64(mean)+1))
 }
 
+// limitKeys are the keys of the runs' Limited steps under the downstream's
+// limits: two, so that the limits hold per key.
+var limitKeys = []string{"tenant-a", "tenant-b"}
+
 // signalName is the signal the Receive steps of the chaos runs wait for.
 const signalName = "chaos"
 
@@ -416,7 +444,7 @@ func sendSignal(ctx context.Context, client *sdk.Client, id uuid.UUID) error {
 // the activities with a long first attempt (likely in flight at a
 // disruption), short durable sleeps (slept in process, the lease held), at
 // most one Receive step (its signal sent by the submitter), and a poison
-// step when asked.
+// step when asked; its Limited steps on one of limitKeys.
 func randomPlan(rng *rand.Rand, poison bool) workload.Plan {
 	var p workload.Plan
 	receives := false
@@ -426,8 +454,15 @@ func randomPlan(rng *rand.Rand, poison bool) workload.Plan {
 			s.FirstSleepMS = 500 + rng.IntN(1500)
 		}
 		switch x := rng.IntN(100); {
-		case x < 30:
+		case x < 15:
 			s.Kind = workload.AtLeastOnce
+		case x < 30:
+			// Held to the downstream's limits, sometimes failing first
+			// (retries are charged to its retry budget).
+			s.Kind = workload.Limited
+			if rng.IntN(4) == 0 {
+				s.Failures = 1 + rng.IntN(2)
+			}
 		case x < 48:
 			s.Kind = workload.AtMostOnce
 			s.Reconcile = rng.IntN(2) == 0
@@ -447,6 +482,7 @@ func randomPlan(rng *rand.Rand, poison bool) workload.Plan {
 		}
 		p.Steps = append(p.Steps, s)
 	}
+	p.Key = limitKeys[rng.IntN(len(limitKeys))]
 	if poison {
 		at := rng.IntN(len(p.Steps) + 1)
 		p.Steps = append(p.Steps[:at], append([]workload.Step{{Kind: workload.Poison}}, p.Steps[at:]...)...)

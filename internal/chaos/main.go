@@ -1,7 +1,8 @@
 // Command chaos checks Tenure's failure semantics under fire: it runs K
 // worker processes (internal/chaos/worker) on a workload of N runs mixing
-// at-least-once, at-most-once, transactional, flaky and poison-pill
-// activities with durable sleeps and signal receipts (internal/chaos/workload;
+// at-least-once, at-most-once, transactional, flaky, limited (one
+// downstream's concurrency limit and rate) and poison-pill activities with
+// durable sleeps and signal receipts (internal/chaos/workload;
 // it sends the signals itself), kills workers (SIGKILL) and freezes
 // them past their lease (SIGSTOP, then SIGCONT) at random intervals for the
 // given duration (or until every run has ended), restarts the dead ones,

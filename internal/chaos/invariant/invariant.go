@@ -1,7 +1,9 @@
 // Package invariant checks, from the database alone, that Tenure kept its
 // failure-semantics promises over a chaos run: every run ended properly,
 // every attempt is accounted for, at-most-once steps ran at most once,
-// budgets held, fencing held, signals were consumed once each and in order.
+// budgets held, fencing held, signals were consumed once each and in order,
+// and, when asked (Options.Flow, CheckFlow), that no downstream's limit was
+// exceeded and no capacity was left behind (flow.go, flow_leaks.go).
 // It reads Tenure's tables and the workload's
 // ledger and effects tables (package workload), and reports figures and
 // violations.
@@ -107,6 +109,8 @@ var Rules = []struct {
 	{ExactlyOnceEffect, "transactional step: one committed effect iff completed"},
 	{PrimitiveSteps, "sleep/signal step: no attempt, no invocation; woke >= due"},
 	{SignalOnce, "signal consumed once, by its step, in send order"},
+	{NeverOverLimit, "by the attempts' times: in flight <= concurrency, starts per interval <= rate + burst"},
+	{NoCapacityLeaked, "no slot, throttle or waiter left to a run that no longer holds or waits"},
 }
 
 // Violation is one broken invariant.
@@ -153,7 +157,9 @@ type Report struct {
 	Signals              int // signals sent
 	SignalsConsumed      int // of which consumed
 	Notices              int // completion notices received, when counted
-	Violations           []Violation
+	// Flow is what CheckFlow found, when Options.Flow asked for it.
+	Flow       *FlowReport
+	Violations []Violation
 	// Checked counts, per rule, the runs or steps it was checked on.
 	Checked map[Rule]int
 }
@@ -169,6 +175,8 @@ type Options struct {
 	// NoticesComplete says the listener never lost its connection, so an
 	// ended run with no notice is a violation too.
 	NoticesComplete bool
+	// Flow, when not nil, checks the flow-control rules too (CheckFlow).
+	Flow *FlowOptions
 }
 
 type runRow struct {
@@ -240,6 +248,15 @@ func Check(ctx context.Context, pool *pgxpool.Pool, schema string, opts Options)
 			continue
 		}
 		r.checkStep(st, attempts[stepKey{st.runID, st.step}], runs[st.runID])
+	}
+	if opts.Flow != nil {
+		if r.Flow, err = CheckFlow(ctx, pool, schema, *opts.Flow); err != nil {
+			return nil, err
+		}
+		r.Violations = append(r.Violations, r.Flow.Violations...)
+		for rule, n := range r.Flow.Checked {
+			r.Checked[rule] += n
+		}
 	}
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].Rule < r.Violations[j].Rule })
 	return r, nil
@@ -592,6 +609,11 @@ func (r *Report) checkSignals(ctx context.Context, pool *pgxpool.Pool, s string)
 	return nil
 }
 
+// optional says whether a rule is checked only when Options ask for it.
+func optional(rule Rule) bool {
+	return rule == OneCompletion || rule == NeverOverLimit || rule == NoCapacityLeaked
+}
+
 func prev(as []attemptRow, i int) string {
 	if i == 0 {
 		return "no"
@@ -616,6 +638,9 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(tw, "transactional effects\t%d\tcommitted rows\n", r.Effects)
 	fmt.Fprintf(tw, "primitive steps\t%d\tsleeps and signal receipts; signals sent %d, consumed %d\n", r.PrimitiveSteps, r.Signals, r.SignalsConsumed)
 	_ = tw.Flush()
+	if r.Flow != nil {
+		r.Flow.Write(w)
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	byRule := map[Rule]int{}
@@ -629,7 +654,7 @@ func (r *Report) Write(w io.Writer) {
 			res = "VIOLATED"
 		}
 		checked := fmt.Sprint(r.Checked[rl.Rule])
-		if _, ok := r.Checked[rl.Rule]; !ok && rl.Rule == OneCompletion {
+		if _, ok := r.Checked[rl.Rule]; !ok && optional(rl.Rule) {
 			checked, res = "-", "not checked"
 		}
 		fmt.Fprintf(tw, "%s: %s\t%s\t%d\t%s\n", rl.Rule, rl.Says, checked, byRule[rl.Rule], res)

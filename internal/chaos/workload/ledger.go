@@ -17,6 +17,10 @@ import (
 // Postgres restart takes a few seconds).
 const recordFor = 30 * time.Second
 
+// LedgerTable is the name of the ledger table: one row per invocation,
+// with run_id, step, attempt, at and returned_at (invariant.FlowOptions).
+const LedgerTable = "ledger"
+
 // Ledger records activity invocations in the ledger table and transactional
 // effects in the effects table of a schema (both created by Migrate).
 type Ledger struct {
@@ -50,7 +54,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			epoch    bigint      NOT NULL,
 			worker   text        NOT NULL,
 			pid      integer     NOT NULL,
-			at       timestamptz NOT NULL DEFAULT clock_timestamp());
+			at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+			-- When the call returned, for the activities that record it
+			-- (Limited); NULL: not recorded, or it never returned.
+			returned_at timestamptz);
+		ALTER TABLE `+s+`.ledger ADD COLUMN IF NOT EXISTS returned_at timestamptz;
 		CREATE INDEX IF NOT EXISTS ledger_step_idx ON `+s+`.ledger (run_id, step, attempt);
 		CREATE TABLE IF NOT EXISTS `+s+`.effects (
 			run_id  uuid        NOT NULL,
@@ -65,25 +73,48 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	return nil
 }
 
-// Record inserts one ledger row for the attempt described by info. It is not
-// cancelled with ctx (the invocation happened: it must be counted) and it
-// retries for up to 30s while the database is unreachable; the random
-// invocation ID makes a retried insert whose first try committed harmless.
-func (l *Ledger) Record(ctx context.Context, info activities.Info) error {
+// Record inserts one ledger row for the attempt described by info and
+// returns its ID. It is not cancelled with ctx (the invocation happened: it
+// must be counted) and it retries for up to 30s while the database is
+// unreachable; the random invocation ID makes a retried insert whose first
+// try committed harmless.
+func (l *Ledger) Record(ctx context.Context, info activities.Info) (uuid.UUID, error) {
 	id := uuid.New()
+	err := l.exec(ctx, `INSERT INTO `+pgx.Identifier{l.schema}.Sanitize()+`.ledger
+		(id, run_id, step, attempt, activity, epoch, worker, pid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
+		id, info.RunID, info.Step, info.Attempt, info.Activity, info.Epoch, info.Worker, os.Getpid())
+	if err != nil {
+		return id, fmt.Errorf("workload: record invocation of %s step %d attempt %d: %w", info.RunID, info.Step, info.Attempt, err)
+	}
+	return id, nil
+}
+
+// Returned records that the invocation id returned, now by the database's
+// clock, retried as Record is (an update that happened twice only moves
+// the time by the retry's delay). The flow invariants read it: a call that
+// returned no longer occupies its downstream.
+func (l *Ledger) Returned(ctx context.Context, id uuid.UUID) error {
+	err := l.exec(ctx, `UPDATE `+pgx.Identifier{l.schema}.Sanitize()+`.ledger SET returned_at = clock_timestamp()
+		WHERE id = $1 AND returned_at IS NULL`, id)
+	if err != nil {
+		return fmt.Errorf("workload: record the return of invocation %s: %w", id, err)
+	}
+	return nil
+}
+
+// exec runs stmt until it succeeds, for up to recordFor whatever ctx says.
+func (l *Ledger) exec(ctx context.Context, stmt string, args ...any) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFor)
 	defer cancel()
-	stmt := `INSERT INTO ` + pgx.Identifier{l.schema}.Sanitize() + `.ledger
-		(id, run_id, step, attempt, activity, epoch, worker, pid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`
 	for {
-		_, err := l.pool.Exec(ctx, stmt, id, info.RunID, info.Step, info.Attempt, info.Activity, info.Epoch, info.Worker, os.Getpid())
+		_, err := l.pool.Exec(ctx, stmt, args...)
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("workload: record invocation of %s step %d attempt %d: %w", info.RunID, info.Step, info.Attempt, err)
+			return err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

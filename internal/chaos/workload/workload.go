@@ -7,8 +7,9 @@
 // A run executes a Plan: a list of steps, each naming the kind of activity
 // to call and how it behaves (how long it sleeps, how often it fails). The
 // kinds cover the failure semantics under test: at-least-once, at-most-once,
-// transactional, transiently failing, and a poison pill that kills the
-// process running it; and two durable primitives that are steps without
+// transactional, transiently failing, calling a downstream under flow
+// control (Downstream's concurrency limit and rate), and a poison pill that
+// kills the process running it; and two durable primitives that are steps without
 // attempts: a durable sleep (sdk.Sleep) and the receipt of a signal
 // (sdk.Receive). The primitives call no activity, so they leave no ledger
 // row: whatever a crash does to them shows in Tenure's tables and the run's
@@ -23,9 +24,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
 	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/sdk"
 )
@@ -53,6 +56,12 @@ const (
 	// Poison records its invocation and kills its own process with
 	// SIGKILL, on every attempt. Its policy allows PoisonMaxRescues rescues.
 	Poison Kind = "poison"
+	// Limited calls the downstream Downstream, keyed by its run's
+	// Plan.Key: each attempt is admitted under its concurrency limit and
+	// rate first. It records its invocation, fails as Flaky does while
+	// fewer than Step.Failures attempts failed, then sleeps as AtLeastOnce
+	// does (returning the context's error if the context ends).
+	Limited Kind = "limited"
 	// Sleep is a durable sleep of Step.SleepMS (sdk.Sleep): a step of kind
 	// sleep, with no attempt and no ledger row. It adds nothing to Result.
 	Sleep Kind = "sleep"
@@ -70,6 +79,7 @@ const (
 	ActivityTransactional = "chaos.transactional"
 	ActivityFlaky         = "chaos.flaky"
 	ActivityPoison        = "chaos.poison"
+	ActivityLimited       = "chaos.limited"
 	// ActivityReconcile is called by the workflow when an at-most-once step
 	// with Step.Reconcile set ended indeterminate.
 	ActivityReconcile = "chaos.reconcile"
@@ -86,6 +96,24 @@ const PoisonMaxRescues = 2
 // RetryDelay is the constant delay between attempts of every activity of the
 // workload, short enough to be slept in-process with the lease held.
 const RetryDelay = 20 * time.Millisecond
+
+// The limits of Downstream, per key: a chaos run's Limited steps, with
+// three workers of eight runs each, are held to them.
+const (
+	DownstreamName        = "chaos.downstream"
+	DownstreamConcurrency = 2
+	DownstreamRate        = 8 // per second
+	DownstreamBurst       = 2
+)
+
+// Downstream is the downstream that Limited steps call: a concurrency
+// limit and a rate per key, the default retry budget, no breaker.
+var Downstream = flow.New(DownstreamName, flow.Concurrency(DownstreamConcurrency),
+	flow.Rate(DownstreamRate, time.Second, DownstreamBurst))
+
+// Calls maps the activities that call a downstream to its name, as
+// invariant.FlowOptions wants them.
+func Calls() map[string]string { return map[string]string{ActivityLimited: DownstreamName} }
 
 // Step is one step of a Plan.
 type Step struct {
@@ -113,11 +141,17 @@ type Step struct {
 	Signal string `json:"signal,omitempty"`
 	// TimeoutMS is how long a Receive step waits for its signal; 0: no limit.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// Key is the key of a Limited step under Downstream's limits; the
+	// workflow sets it to the Plan's.
+	Key string `json:"key,omitempty"`
 }
 
 // Plan is a run's input: the steps to execute, in order.
 type Plan struct {
 	Steps []Step `json:"steps"`
+	// Key is the key of the run's Limited steps under Downstream's limits
+	// ("" is a key too). The flow invariants read it from the run's input.
+	Key string `json:"key,omitempty"`
 }
 
 // Mark is what an attempt returns: who ran it, under which lease.
@@ -150,6 +184,7 @@ type Workload struct {
 	transactional *activities.Activity[Step, Mark]
 	flaky         *activities.Activity[Step, Mark]
 	poison        *activities.Activity[Step, Mark]
+	limited       *activities.Activity[Step, Mark]
 	reconcile     *activities.Activity[Step, Mark]
 }
 
@@ -164,6 +199,7 @@ func New(ledger *Ledger) *Workload {
 	w.transactional = activities.NewTx(ActivityTransactional, w.runTransactional, short...)
 	w.flaky = activities.New(ActivityFlaky, w.runFlaky, short...)
 	w.poison = activities.New(ActivityPoison, w.runPoison, append(short, policy.MaxRescues(PoisonMaxRescues))...)
+	w.limited = activities.New(ActivityLimited, w.runLimited, short...).Calls(Downstream, func(s Step) string { return s.Key })
 	w.reconcile = activities.New(ActivityReconcile, w.runReconcile, short...)
 	w.Plan = sdk.NewWorkflow(WorkflowName, w.run)
 	return w
@@ -204,6 +240,8 @@ func (w *Workload) run(ctx context.Context, p Plan) (Result, error) {
 			act = w.flaky
 		case Poison:
 			act = w.poison
+		case Limited:
+			act, s.Key = w.limited, p.Key
 		default:
 			return r, fmt.Errorf("plan step %d: unknown kind %q", i+1, s.Kind)
 		}
@@ -222,17 +260,24 @@ func (w *Workload) run(ctx context.Context, p Plan) (Result, error) {
 
 // begin records the invocation in the ledger and returns the attempt's mark.
 func (w *Workload) begin(ctx context.Context) (Mark, error) {
+	m, _, err := w.record(ctx)
+	return m, err
+}
+
+// record is begin, returning the invocation's ledger ID too.
+func (w *Workload) record(ctx context.Context) (Mark, uuid.UUID, error) {
 	info, ok := activities.InfoFrom(ctx)
 	if !ok {
-		return Mark{}, errors.New("workload: activity called outside an attempt")
+		return Mark{}, uuid.Nil, errors.New("workload: activity called outside an attempt")
 	}
 	if w.ledger == nil {
-		return Mark{}, policy.Permanent(errors.New("workload: no ledger: this Workload only starts runs"))
+		return Mark{}, uuid.Nil, policy.Permanent(errors.New("workload: no ledger: this Workload only starts runs"))
 	}
-	if err := w.ledger.Record(ctx, info); err != nil {
-		return Mark{}, err
+	id, err := w.ledger.Record(ctx, info)
+	if err != nil {
+		return Mark{}, id, err
 	}
-	return Mark{Worker: info.Worker, PID: os.Getpid(), Attempt: info.Attempt, Epoch: info.Epoch}, nil
+	return Mark{Worker: info.Worker, PID: os.Getpid(), Attempt: info.Attempt, Epoch: info.Epoch}, id, nil
 }
 
 // sleepFor is the attempt's sleep.
@@ -305,6 +350,23 @@ func (w *Workload) runFlaky(ctx context.Context, s Step) (Mark, error) {
 	if err != nil {
 		return m, err
 	}
+	if info, _ := activities.InfoFrom(ctx); info.Errors < s.Failures {
+		return m, fmt.Errorf("attempt %d: %w (%d of %d)", info.Attempt, errTransient, info.Errors+1, s.Failures)
+	}
+	if !sleep(ctx, sleepFor(ctx, s)) {
+		return m, context.Cause(ctx)
+	}
+	return m, nil
+}
+
+func (w *Workload) runLimited(ctx context.Context, s Step) (_ Mark, err error) {
+	m, id, err := w.record(ctx)
+	if err != nil {
+		return m, err
+	}
+	// The call's return, for the flow invariants: it stops occupying the
+	// downstream here, before its attempt's end is written.
+	defer func() { err = errors.Join(err, w.ledger.Returned(ctx, id)) }()
 	if info, _ := activities.InfoFrom(ctx); info.Errors < s.Failures {
 		return m, fmt.Errorf("attempt %d: %w (%d of %d)", info.Attempt, errTransient, info.Errors+1, s.Failures)
 	}

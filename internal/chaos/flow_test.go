@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/internal/chaos/invariant"
+	"github.com/tenurehq/tenure/internal/chaos/workload"
+)
+
+// TestFlow_TheFlowRulesHoldAndSeeWhatBreaksThem runs Limited steps of one
+// key through two workers until the downstream's concurrency limit holds
+// them back, checks that the flow rules hold, then breaks each rule in the
+// tables and checks that the checker names it: a limit lowered below what
+// ran at once, a slot left to a run that ended, a waiter left behind.
+func TestFlow_TheFlowRulesHoldAndSeeWhatBreaksThem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.worker("flow-1")
+	e.worker("flow-2")
+	var ids []uuid.UUID
+	for range 6 {
+		ids = append(ids, e.start(workload.Step{Kind: workload.Limited, SleepMS: 150}))
+	}
+	for _, id := range ids {
+		e.completed(id)
+	}
+	opts := invariant.FlowOptions{Calls: workload.Calls(), Invocations: workload.LedgerTable}
+	rep := e.checkFlow(opts)
+	if !rep.OK() || len(rep.Downstreams) != 1 {
+		t.Fatalf("flow rules on a clean run: %v", rep.Violations)
+	}
+	d := rep.Downstreams[0]
+	if d.Attempts != 6 || d.Peak != workload.DownstreamConcurrency || d.Throttles["concurrency"] == 0 {
+		t.Fatalf("6 runs at concurrency %d: %d attempts, peak %d, throttles %v; want 6, the limit, some", workload.DownstreamConcurrency, d.Attempts, d.Peak, d.Throttles)
+	}
+
+	// What ran at once is over a limit of 1.
+	e.exec(`UPDATE {schema}.downstreams SET concurrency = 1 WHERE name = $1`, workload.DownstreamName)
+	e.wantViolation(opts, invariant.NeverOverLimit, "attempts in flight, limit 1")
+	e.exec(`UPDATE {schema}.downstreams SET concurrency = $2 WHERE name = $1`, workload.DownstreamName, workload.DownstreamConcurrency)
+
+	// A slot whose holder ended under the lease that took it.
+	e.exec(`UPDATE {schema}.flow_slots s SET run_id = r.id, epoch = r.epoch, step = 1, taken_at = now()
+		FROM {schema}.runs r WHERE r.id = $1 AND s.downstream = $2 AND s.slot = 1`, ids[0], workload.DownstreamName)
+	e.wantViolation(opts, invariant.NoCapacityLeaked, "a slot left to a run that ended")
+	e.exec(`UPDATE {schema}.flow_slots SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL`)
+
+	// A waiter left for a run that no longer waits.
+	e.exec(`INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since) VALUES ($1, '', 'concurrency', $2, now())`,
+		workload.DownstreamName, ids[1])
+	e.wantViolation(opts, invariant.NoCapacityLeaked, "a waiter left for a run that does not wait")
+}
+
+// checkFlow runs the flow rules on the scenario's schema.
+func (e *env) checkFlow(opts invariant.FlowOptions) *invariant.FlowReport {
+	e.t.Helper()
+	rep, err := invariant.CheckFlow(e.ctx, e.pool, e.schema, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rep
+}
+
+// wantViolation fails the test unless the flow rules find a violation of
+// rule whose detail contains detail.
+func (e *env) wantViolation(opts invariant.FlowOptions, rule invariant.Rule, detail string) {
+	e.t.Helper()
+	rep := e.checkFlow(opts)
+	for _, v := range rep.Violations {
+		if v.Rule == rule && strings.Contains(v.Detail, detail) {
+			return
+		}
+	}
+	e.t.Errorf("no %s violation with %q: %v", rule, detail, rep.Violations)
+}
+
+// exec runs a statement on the scenario's schema or fails the test.
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := e.pool.Exec(ctx, strings.ReplaceAll(sql, "{schema}", pgx.Identifier{e.schema}.Sanitize()), args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
