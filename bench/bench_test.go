@@ -47,7 +47,7 @@ func TestEveryWorkload(t *testing.T) {
 		}
 	}
 	want := []string{"A tenure", "A dbos", "A' tenure", "A' river", "B tenure", "B dbos",
-		"C tenure", "C river", "C dbos", "D tenure", "D tenure", "D tenure", "E tenure", "S tenure"}
+		"C tenure", "C river", "C dbos", "D tenure", "D tenure", "D tenure", "E tenure", "S tenure", "L tenure", "L tenure"}
 	if !slices.Equal(got, want) {
 		t.Errorf("measured %q, want %q", got, want)
 	}
@@ -159,7 +159,59 @@ func testConfig(t *testing.T, prefix string) config {
 		callers: 100, poolSize: 20, dWorkers: []int{1, 2, 4},
 		tenureConcurrency: 100, tenureDrain: 1000, riverWorkers: 2000,
 		riverCooldown: 2 * time.Millisecond, riverPoll: 20 * time.Millisecond,
+		lRounds: 1, lLimit: 100000,
+		flow: flowConfig{
+			workers: 3, workerConcurrency: 10, lease: 2 * time.Second,
+			concRuns: 100, concLimit: 5, activity: 50 * time.Millisecond,
+			rate: 20, burst: 5, keys: 2, seconds: 5 * time.Second,
+			breakerRPS: 30, openFor: time.Second,
+		},
 		log: testLog{t},
+	}
+}
+
+// TestFlowScenarios runs F-conc, F-rate and F-breaker shortened (3 worker
+// processes; 100 runs at a limit of 5, then a kill; 5 s of a rate of 20/s
+// on 2 keys; a 5 s outage at 30 runs/s) and asserts what holds at any
+// speed: never over a limit (by the activity's own count, the calls' and
+// the attempts' times), no capacity leaked, no attempt charged by the
+// limit, one probe per open interval, retries within the budget. The
+// throughput and timing targets are the benchmark's to judge, not a
+// test's.
+func TestFlowScenarios(t *testing.T) {
+	c := testConfig(t, "benchflow")
+	c.loads = flowLoads
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	results, err := runAll(ctx, c)
+	printTable(testLog{t}, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, r.Workload)
+		// A run of F-breaker may run out of retries before the breaker
+		// opens (a target, not an invariant); the others call a healthy
+		// downstream.
+		if r.Runs == 0 || r.Completed != r.Runs && r.Workload != "F-breaker" {
+			t.Errorf("%s: %d of %d runs completed", r.Workload, r.Completed, r.Runs)
+		}
+		invariants := 0
+		for _, ch := range r.Checks {
+			if ch.Invariant {
+				invariants++
+				if !ch.Pass {
+					t.Errorf("%s: %s: %s (target %s)", r.Workload, ch.Name, ch.Figure, ch.Target)
+				}
+			}
+		}
+		if invariants < 2 {
+			t.Errorf("%s: %d invariants checked, want at least 2: %+v", r.Workload, invariants, r.Checks)
+		}
+	}
+	if !slices.Equal(got, flowLoads) {
+		t.Errorf("measured %q, want %q", got, flowLoads)
 	}
 }
 

@@ -9,6 +9,7 @@
 // From this folder:
 //
 //	go run . [-systems tenure,river,dbos] [-workloads A,A',B,C,D] [-scale 1] [-history 0] [-json out.json]
+//	go run . -workloads F-conc,F-rate,F-breaker   # flow control, judged against its targets
 //
 // The counters are cluster-wide: run nothing else against the server.
 package main
@@ -51,12 +52,18 @@ type config struct {
 	riverCooldown     time.Duration
 	riverPoll         time.Duration
 
+	lRounds int        // L: pairs of its variants (none, limit)
+	lLimit  int        // L: the concurrency limit that never binds
+	flow    flowConfig // F-conc, F-rate, F-breaker
+
 	log io.Writer // progress; the table goes to stdout
 }
 
 // result is one workload on one system. Costs are per run; latencies in ms.
 type result struct {
-	Workload       string   `json:"workload"`
+	Workload string `json:"workload"`
+	// Variant tells L's two apart: "none" (no downstream) or "limit".
+	Variant        string   `json:"variant,omitempty"`
 	System         string   `json:"system"`
 	Workers        int      `json:"workers,omitempty"` // worker processes (D)
 	Runs           int      `json:"runs"`
@@ -78,10 +85,16 @@ type result struct {
 	// another client's session was active: non-zero means the cluster-wide
 	// counters include someone else's work.
 	ForeignSamples int `json:"foreign_samples"`
+	// Checks are the workload's figures against their targets (L, F-*).
+	Checks []check `json:"checks,omitempty"`
 }
 
 var allSystems = []string{"tenure", "river", "dbos"}
-var allLoads = []string{"A", "A'", "B", "C", "D", "E", "S"}
+
+// allLoads are the workloads a plain go run measures; flowLoads, which take
+// minutes at full scale, run when -workloads names them.
+var allLoads = []string{"A", "A'", "B", "C", "D", "E", "S", "L"}
+var flowLoads = []string{"F-conc", "F-rate", "F-breaker"}
 
 // supports says which system takes part in which workload.
 var supports = map[string][]string{
@@ -92,6 +105,11 @@ var supports = map[string][]string{
 	"D":  {"tenure"},
 	"E":  {"tenure"},
 	"S":  {"tenure"},
+	"L":  {"tenure"},
+	// The flow scenarios.
+	"F-conc":    {"tenure"},
+	"F-rate":    {"tenure"},
+	"F-breaker": {"tenure"},
 }
 
 func main() {
@@ -114,7 +132,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	}
 	fs.StringVar(&url, "database", url, "PostgreSQL URL (default $DATABASE_URL, else the local server)")
 	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to measure")
-	loads := fs.String("workloads", strings.Join(allLoads, ","), "workloads to run")
+	loads := fs.String("workloads", strings.Join(allLoads, ","), "workloads to run (also "+strings.Join(flowLoads, ", ")+")")
 	var scale float64
 	fs.Float64Var(&scale, "scale", 1, "multiply every run count (0.1 for a quick run)")
 	fs.Float64Var(&scale, "n", 1, "same as -scale")
@@ -127,6 +145,15 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.DurationVar(&c.riverPoll, "river-fetch-poll", 20*time.Millisecond, "River FetchPollInterval (riverbench's value)")
 	fs.IntVar(&c.callers, "callers", c.callers, "concurrent callers in A and B")
 	fs.IntVar(&c.history, "history", 0, "fill each system's tables with this many finished runs (vacuumed and analysed) before each workload, outside the timed part")
+	fs.IntVar(&c.lRounds, "l-rounds", 2, "L: pairs of its variants, in the order none, limit, limit, none, ...")
+	fs.IntVar(&c.lLimit, "l-limit", 100000, "L: the concurrency limit, which never binds")
+	fs.IntVar(&c.flow.workers, "flow-workers", 4, "flow scenarios: worker processes")
+	fs.IntVar(&c.flow.workerConcurrency, "flow-worker-concurrency", 20, "flow scenarios: runs each worker process executes at once")
+	fs.DurationVar(&c.flow.lease, "flow-lease", 5*time.Second, "flow scenarios: the workers' LeaseTTL (F-conc's kill waits for it)")
+	fs.DurationVar(&c.flow.poll, "flow-poll", 0, "flow scenarios: the workers' PollInterval (default the runtime's, 1s)")
+	fs.DurationVar(&c.flow.activity, "flow-activity", 200*time.Millisecond, "F-conc: how long each call takes")
+	fs.DurationVar(&c.flow.openFor, "flow-open-for", 0, "F-breaker: the breaker's open time (default flow's, 5s)")
+	flowWindow := fs.Duration("flow-seconds", time.Minute, "F-rate's window and F-breaker's outage (times -scale)")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the in-process workers and clients) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -151,8 +178,8 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 	}
 	for _, l := range c.loads {
-		if !slices.Contains(allLoads, l) {
-			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(allLoads, ","))
+		if !slices.Contains(allLoads, l) && !slices.Contains(flowLoads, l) {
+			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(append(slices.Clone(allLoads), flowLoads...), ","))
 		}
 	}
 	if c.history < 0 {
@@ -160,6 +187,9 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	}
 	n := func(base int) int { return max(1, int(float64(base)*scale+0.5)) }
 	c.runsA, c.runsB, c.runsC, c.runsD = n(5000), n(500), n(200), n(3000)
+	c.flow.concRuns, c.flow.concLimit = n(4000), 20
+	c.flow.rate, c.flow.burst, c.flow.keys, c.flow.breakerRPS = 50, 10, 3, 100
+	c.flow.seconds = max(5*time.Second, time.Duration(float64(*flowWindow)*scale))
 
 	results, err := runAll(ctx, c)
 	printTable(out, results)
@@ -182,7 +212,7 @@ func runAll(ctx context.Context, c config) ([]result, error) {
 	}
 	defer m.close()
 	var results []result
-	for _, load := range allLoads {
+	for _, load := range append(slices.Clone(allLoads), flowLoads...) {
 		if !slices.Contains(c.loads, load) {
 			continue
 		}
@@ -221,6 +251,14 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 		return one(tenureLatency(ctx, c, m))
 	case "tenure D":
 		return tenureFleet(ctx, c, m)
+	case "tenure L":
+		return tenureLimits(ctx, c, m)
+	case "tenure F-conc":
+		return one(flowConc(ctx, c, m))
+	case "tenure F-rate":
+		return one(flowRate(ctx, c, m))
+	case "tenure F-breaker":
+		return one(flowBreaker(ctx, c, m))
 	case "river A'":
 		return one(riverDrain(ctx, c, m))
 	case "river C":
@@ -236,7 +274,7 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 }
 
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintf(w, "%-4s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s %8s\n",
+	fmt.Fprintf(w, "%-9s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s %8s\n",
 		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost", "noise", "history")
 	opt := func(p *float64) string {
 		if p == nil {
@@ -255,8 +293,32 @@ func printTable(w io.Writer, results []result) {
 		if r.LeasesLost != nil {
 			lost = fmt.Sprint(*r.LeasesLost)
 		}
-		fmt.Fprintf(w, "%-4s %-7s %4s %6d %10.0f %10s %9.2f %10.0f %8.2f %8s %8s %6s %5d %8d\n",
-			r.Workload, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples, r.History)
+		load := r.Workload
+		if r.Variant != "" {
+			load += "/" + r.Variant
+		}
+		fmt.Fprintf(w, "%-9s %-7s %4s %6d %10.0f %10s %9.3f %10.0f %8.2f %8s %8s %6s %5d %8d\n",
+			load, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples, r.History)
+	}
+	printChecks(w, results)
+}
+
+// printChecks lists the figures of the workloads that have targets, each
+// PASS or MISS.
+func printChecks(w io.Writer, results []result) {
+	first := true
+	for _, r := range results {
+		for _, ch := range r.Checks {
+			if first {
+				fmt.Fprintln(w)
+				first = false
+			}
+			verdict := "MISS"
+			if ch.Pass {
+				verdict = "PASS"
+			}
+			fmt.Fprintf(w, "%-4s %-9s %s: %s (target %s)\n", verdict, r.Workload, ch.Name, ch.Figure, ch.Target)
+		}
 	}
 }
 

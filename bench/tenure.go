@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,12 +88,24 @@ func (e *tenureEnv) close() {
 	e.pool.Close()
 }
 
-func (e *tenureEnv) worker(c config, concurrency int) (*runtime.Worker, error) {
+// worker is an in-process worker of benchWF and of more workflows.
+func (e *tenureEnv) worker(c config, concurrency int, more ...*sdk.Workflow[benchIn, int]) (*runtime.Worker, error) {
 	w, err := runtime.NewWorker(e.pool, runtime.Config{Schema: e.schema, Concurrency: concurrency, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
-	return w, w.Register(benchWF)
+	wfs := []*sdk.Workflow[benchIn, int]{benchWF}
+	for _, wf := range more {
+		if !slices.Contains(wfs, wf) {
+			wfs = append(wfs, wf)
+		}
+	}
+	for _, wf := range wfs {
+		if err := w.Register(wf); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // completed counts the workload's runs that finished as completed, not the
@@ -118,13 +131,18 @@ func stopWorker(w *runtime.Worker) error {
 // tenureCallers is A and B: callers each Start a run and wait for its
 // Result, against one in-process worker.
 func tenureCallers(ctx context.Context, c config, m *meter, load string, n, steps, sleepMS int) (res result, err error) {
-	res = result{Workload: load, System: "tenure", Runs: n, Steps: steps}
+	return tenureCallersOf(ctx, c, m, benchWF, result{Workload: load, System: "tenure", Runs: n, Steps: steps}, sleepMS)
+}
+
+// tenureCallersOf is tenureCallers for runs of wf, charged to res.
+func tenureCallersOf(ctx context.Context, c config, m *meter, wf *sdk.Workflow[benchIn, int], res result, sleepMS int) (_ result, err error) {
+	n, steps := res.Runs, res.Steps
 	e, err := newTenureEnv(ctx, c)
 	if err != nil {
 		return res, err
 	}
 	defer e.close()
-	w, err := e.worker(c, c.tenureConcurrency)
+	w, err := e.worker(c, c.tenureConcurrency, wf)
 	if err != nil {
 		return res, err
 	}
@@ -138,7 +156,7 @@ func tenureCallers(ctx context.Context, c config, m *meter, load string, n, step
 	}()
 	if err := m.measure(ctx, &res, func() ([]time.Duration, error) {
 		return callers(ctx, n, c.callers, func(ctx context.Context, _ int) error {
-			r, err := sdk.Start(ctx, e.client, benchWF, benchIn{Steps: steps, SleepMS: sleepMS})
+			r, err := sdk.Start(ctx, e.client, wf, benchIn{Steps: steps, SleepMS: sleepMS})
 			if err != nil {
 				return err
 			}

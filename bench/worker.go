@@ -25,37 +25,81 @@ import (
 // shuts the worker down, prints its runtime.Stats as one JSON line and exits.
 // A parent that dies closes the worker's stdin, so no worker outlives it.
 
+// workerOpts are a worker subprocess's settings, its command line.
+type workerOpts struct {
+	url, schema string
+	label       string // runtime.Config.Label; "": the default
+	concurrency int
+	poolSize    int32
+	lease       time.Duration // runtime.Config.LeaseTTL; 0: the default
+	poll        time.Duration // runtime.Config.PollInterval; 0: the default
+	flow        string        // a flowSpec as JSON: the flow scenario it serves; "": none
+}
+
+// args is the command line that gives a worker subprocess o.
+func (o workerOpts) args() []string {
+	a := []string{"worker", "-database", o.url, "-schema", o.schema,
+		"-concurrency", strconv.Itoa(o.concurrency), "-pool", strconv.Itoa(int(o.poolSize))}
+	if o.label != "" {
+		a = append(a, "-label", o.label)
+	}
+	if o.lease > 0 {
+		a = append(a, "-lease", o.lease.String())
+	}
+	if o.poll > 0 {
+		a = append(a, "-poll", o.poll.String())
+	}
+	if o.flow != "" {
+		a = append(a, "-flow", o.flow)
+	}
+	return a
+}
+
 // workerMain is the subprocess; it returns the exit code.
 func workerMain(args []string) int {
 	fs := flag.NewFlagSet("bench worker", flag.ContinueOnError)
-	url := fs.String("database", defaultURL, "PostgreSQL URL")
-	schema := fs.String("schema", "bench_tenure", "Tenure schema")
-	concurrency := fs.Int("concurrency", 100, "worker Concurrency")
+	var o workerOpts
+	fs.StringVar(&o.url, "database", defaultURL, "PostgreSQL URL")
+	fs.StringVar(&o.schema, "schema", "bench_tenure", "Tenure schema")
+	fs.StringVar(&o.label, "label", "", "worker label (default host-pid-random)")
+	fs.IntVar(&o.concurrency, "concurrency", 100, "worker Concurrency")
 	poolSize := fs.Int("pool", 20, "pool connections")
+	fs.DurationVar(&o.lease, "lease", 0, "worker LeaseTTL (default the runtime's)")
+	fs.DurationVar(&o.poll, "poll", 0, "worker PollInterval (default the runtime's)")
+	fs.StringVar(&o.flow, "flow", "", "flow scenario to serve, as JSON (flowSpec)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := workerRun(*url, *schema, *concurrency, int32(*poolSize), os.Stdin, os.Stdout); err != nil {
+	o.poolSize = int32(*poolSize)
+	if err := workerRun(o, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench worker:", err)
 		return 1
 	}
 	return 0
 }
 
-func workerRun(url, schema string, concurrency int, poolSize int32, in io.Reader, out io.Writer) error {
+func workerRun(o workerOpts, in io.Reader, out io.Writer) error {
 	ctx := context.Background()
-	pool, err := newPool(ctx, url, poolSize)
+	pool, err := newPool(ctx, o.url, o.poolSize)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	w, err := runtime.NewWorker(pool, runtime.Config{Schema: schema, Concurrency: concurrency, Logger: logger})
+	w, err := runtime.NewWorker(pool, runtime.Config{Schema: o.schema, Label: o.label, Concurrency: o.concurrency,
+		LeaseTTL: o.lease, PollInterval: o.poll, Logger: logger})
 	if err != nil {
 		return err
 	}
 	if err := w.Register(benchWF); err != nil {
 		return err
+	}
+	if o.flow != "" {
+		closeFlow, err := registerFlow(ctx, w, o)
+		if err != nil {
+			return err
+		}
+		defer closeFlow()
 	}
 	lines := make(chan string)
 	go func() {
@@ -104,6 +148,7 @@ func drain(lines <-chan string) <-chan struct{} {
 
 // proc is one worker subprocess seen from the parent.
 type proc struct {
+	label string // its worker's label, when the parent chose it
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string // its stdout, line by line; closed at EOF
@@ -116,6 +161,14 @@ type fleet []*proc
 // spawnWorkers starts k worker subprocesses (this binary, re-executed) on
 // schema and waits until each has connected its pool.
 func spawnWorkers(ctx context.Context, c config, schema string, k int) (fleet, error) {
+	return spawnFleet(ctx, c, k, func(int) workerOpts {
+		return workerOpts{url: c.url, schema: schema, concurrency: c.tenureConcurrency}
+	})
+}
+
+// spawnFleet starts k worker subprocesses, the i-th with opts(i) (its pool
+// size set here), and waits until each has connected its pool.
+func spawnFleet(ctx context.Context, c config, k int, opts func(i int) workerOpts) (fleet, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -126,11 +179,12 @@ func spawnWorkers(ctx context.Context, c config, schema string, k int) (fleet, e
 	// default max_connections of 100.
 	size := max(int(c.poolSize)/k, 4)
 	var f fleet
-	for range k {
-		cmd := exec.Command(exe, "worker", "-database", c.url, "-schema", schema,
-			"-concurrency", strconv.Itoa(c.tenureConcurrency), "-pool", strconv.Itoa(size))
+	for i := range k {
+		o := opts(i)
+		o.poolSize = int32(size)
+		cmd := exec.Command(exe, o.args()...)
 		cmd.Stderr = c.log
-		p := &proc{cmd: cmd, lines: make(chan string, 4)}
+		p := &proc{label: o.label, cmd: cmd, lines: make(chan string, 4)}
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
 			f.kill()
 			return nil, err
@@ -196,6 +250,9 @@ func (f fleet) stop() (runtime.Stats, error) {
 		_ = p.stdin.Close()
 	}
 	for i, p := range f {
+		if p.done { // killed and reaped (the flow scenarios kill one)
+			continue
+		}
 		var s runtime.Stats
 		l, err := p.next(context.Background(), time.Minute)
 		if err == nil {
@@ -216,8 +273,21 @@ func (f fleet) stop() (runtime.Stats, error) {
 		sum.LeasesLost += s.LeasesLost
 		sum.Released += s.Released
 		sum.Attempts += s.Attempts
+		sum.Suspended += s.Suspended
+		sum.Throttled += s.Throttled
 	}
 	return sum, errors.Join(errs...)
+}
+
+// killOne sends p SIGKILL and reaps it: the process dies without a last
+// write, as an OOM kill would end it.
+func (p *proc) killOne() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	_ = p.cmd.Wait() // "signal: killed"
+	p.done = true
+	return nil
 }
 
 // kill ends every process not yet waited for; it is safe after stop.
