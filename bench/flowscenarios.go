@@ -180,14 +180,21 @@ func flowConc(ctx context.Context, c config, m *meter) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	var span float64 // the timed runs' span, first start to last end, by the database
-	if err := f.pool.QueryRow(ctx, f.sql(`SELECT extract(epoch FROM max(ended_at) - min(started_at)) FROM {s}.attempts`)).Scan(&span); err != nil {
+	// The timed runs' span, first start to last end, by the database; the
+	// time their attempts held a slot (admission to release, by their
+	// rows), and their calls took (by the call log).
+	var span, held, called float64
+	if err := f.pool.QueryRow(ctx, f.sql(`SELECT extract(epoch FROM max(ended_at) - min(started_at)),
+		extract(epoch FROM sum(ended_at - started_at)), (SELECT extract(epoch FROM sum(returned_at - at)) FROM {s}.`+flowCallsTable+`)
+		FROM {s}.attempts`)).Scan(&span, &held, &called); err != nil {
 		return res, err
 	}
 	ideal := float64(fc.concLimit) / fc.activity.Seconds()
 	perS := float64(fc.concRuns) / span
+	n := float64(fc.concRuns)
 	res.Checks = append(res.Checks, check{Name: "throughput (runs ÷ first start to last end)",
-		Figure: fmt.Sprintf("%.1f runs/s, %.1f %% of the ideal %.0f", perS, 100*perS/ideal, ideal),
+		Figure: fmt.Sprintf("%.1f runs/s, %.1f %% of the ideal %.0f; per run, a slot held %.1f ms for a %.1f ms call, then free %.1f ms",
+			perS, 100*perS/ideal, ideal, 1000*held/n, 1000*called/n, 1000*(float64(fc.concLimit)*span-held)/n),
 		Target: "≥ 90 %", Pass: perS >= 0.9*ideal})
 
 	k, err := f.killHolder(ctx, m, 5)
