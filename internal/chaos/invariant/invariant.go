@@ -109,7 +109,7 @@ var Rules = []struct {
 	{ExactlyOnceEffect, "transactional step: one committed effect iff completed"},
 	{PrimitiveSteps, "sleep/signal step: no attempt, no invocation; woke >= due"},
 	{SignalOnce, "signal consumed once, by its step, in send order"},
-	{NeverOverLimit, "by the attempts' times: in flight <= concurrency, starts per interval <= rate + burst"},
+	{NeverOverLimit, "calls in flight <= concurrency, attempts started per interval <= rate + burst"},
 	{NoCapacityLeaked, "no slot, throttle or waiter left to a run that no longer holds or waits"},
 }
 
