@@ -122,8 +122,13 @@ func (c *claimer) signal() {
 // poll could be: a run it suspended until then (a receive's timeout, a
 // sleep) is claimed on time rather than up to a PollInterval late. Later
 // times are left to the poll; the timers stop with the claimer.
-func (c *claimer) wakeAt(d time.Duration) {
-	if d <= 0 || d > c.cfg.PollInterval {
+func (c *claimer) wakeAt(d time.Duration) { c.wakeWithin(d, c.cfg.PollInterval) }
+
+// wakeWithin is wakeAt for times up to limit: a run a rate parked must be
+// claimed at its turn, which a poll up to a PollInterval late loses (the
+// rate does not keep a turn missed).
+func (c *claimer) wakeWithin(d, limit time.Duration) {
+	if d <= 0 || d > limit {
 		return
 	}
 	c.mu.Lock()

@@ -284,13 +284,17 @@ func (s *stepRun) throttled(a attempt, d store.Denial) attempt {
 	return a
 }
 
+// throttleWakeWithin is how far ahead a worker sets a timer for a run a
+// rate or a retry budget parked, rather than leave it to the poll.
+const throttleWakeWithin = 30 * time.Second
+
 // parked ends the segment of a run a limit parked.
 func (e *execution) parked(d store.Denial) {
 	e.w.suspended.Add(1)
 	e.w.throttled.Add(1)
 	e.end = SegmentEnd{Outcome: SegmentSuspended}
 	if d.Wait != store.NoDue {
-		e.w.wakeAt(d.Wait)
+		e.w.claimer.wakeWithin(d.Wait, throttleWakeWithin)
 	}
 }
 
