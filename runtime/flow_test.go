@@ -224,17 +224,26 @@ func blockFirst(g *gate, ds *flow.Downstream, started *atomic.Int32) *activities
 	}, policy.MaxAttempts(1)).Calls(ds, nil)
 }
 
-func TestFlow_CapacityOfALostLeaseComesBack(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	g := newGate(e)
-	var started atomic.Int32
-	act := blockFirst(g, flow.New("one-at-a-time", flow.Concurrency(1)), &started)
+// oneAtATime starts a worker whose activity calls a downstream of
+// concurrency 1, a first run whose call holds the slot (blocked on g), and
+// a second run, which the limit will make wait.
+func oneAtATime(t *testing.T) (e *env, g *gate, started *atomic.Int32, first, second *sdk.Run[int]) {
+	t.Helper()
+	e = newEnv(t)
+	g = newGate(e)
+	started = new(atomic.Int32)
+	act := blockFirst(g, flow.New("one-at-a-time", flow.Concurrency(1)), started)
 	wf := sdk.NewWorkflow("one-at-a-time", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
 	e.worker(e.config(), wf)
-	first := startKeyed(t, e, wf, "block")[0]
+	first = startKeyed(t, e, wf, "block")[0]
 	eventually(t, "the first call holds the slot", func() bool { return started.Load() == 1 })
-	second := startKeyed(t, e, wf, "")[0]
+	second = startKeyed(t, e, wf, "")[0]
+	return e, g, started, first, second
+}
+
+func TestFlow_CapacityOfALostLeaseComesBack(t *testing.T) {
+	t.Parallel()
+	e, g, _, first, second := oneAtATime(t)
 	eventually(t, "the second run waits on the limit", func() bool {
 		return fscalar[int64](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, second.ID) == 1
 	})
@@ -254,15 +263,7 @@ func TestFlow_CapacityOfALostLeaseComesBack(t *testing.T) {
 
 func TestFlow_CancelEndsARunWaitingOnALimit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	g := newGate(e)
-	var started atomic.Int32
-	act := blockFirst(g, flow.New("one-at-a-time", flow.Concurrency(1)), &started)
-	wf := sdk.NewWorkflow("one-at-a-time", func(ctx context.Context, x keyed) (int, error) { return sdk.Execute(ctx, act, x) })
-	e.worker(e.config(), wf)
-	first := startKeyed(t, e, wf, "block")[0]
-	eventually(t, "the first call holds the slot", func() bool { return started.Load() == 1 })
-	second := startKeyed(t, e, wf, "")[0]
+	e, g, started, first, second := oneAtATime(t)
 	eventually(t, "the second run waits on the limit", func() bool {
 		return fscalar[string](e, `SELECT coalesce(waiting_for, '') FROM {schema}.runs WHERE id = $1`, second.ID) == "limit:one-at-a-time"
 	})
