@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +31,41 @@ type callerTx struct {
 	fails   *sdk.Workflow[int, int] // fails at once the first time, completes when requeued
 	hung    *sdk.Workflow[int, int] // hangs in its step on a worker that stops beating
 	release func()
+	errs    *dbErrors    // the database errors of c.w
+	blocked atomic.Int64 // samples that found a session waiting for the caller's transaction
+}
+
+// dbErrors is an Observer that keeps the database errors a worker met, by
+// path, so that a test failing on one says which and why.
+type dbErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (o *dbErrors) SegmentStarted(ctx context.Context, _ runtime.Segment) context.Context { return ctx }
+func (o *dbErrors) SegmentEnded(context.Context, runtime.Segment, runtime.SegmentEnd)     {}
+func (o *dbErrors) AttemptStarted(ctx context.Context, _ runtime.Attempt) (context.Context, runtime.TraceRef) {
+	return ctx, runtime.TraceRef{}
+}
+func (o *dbErrors) AttemptEnded(context.Context, runtime.Attempt, runtime.AttemptEnd) {}
+func (o *dbErrors) AttemptLost(context.Context, runtime.Attempt, time.Time, runtime.TraceRef) {
+}
+func (o *dbErrors) LeaseLost(context.Context, runtime.Segment) {}
+func (o *dbErrors) DatabaseError(path string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.errs = append(o.errs, path+": "+err.Error())
+}
+
+// all returns the errors kept, and whether each was a timeout.
+func (o *dbErrors) all() (errs []string, timeouts bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	timeouts = true
+	for _, e := range o.errs {
+		timeouts = timeouts && (strings.Contains(e, "context deadline exceeded") || strings.Contains(e, "timeout"))
+	}
+	return slices.Clone(o.errs), timeouts
 }
 
 func newCallerTx(t *testing.T) *callerTx {
@@ -71,6 +109,8 @@ func newCallerTx(t *testing.T) *callerTx {
 	c.hung = sdk.NewWorkflow("hung", func(ctx context.Context, n int) (int, error) { return sdk.Execute(ctx, hang, n) })
 	c.cfg = e.config()
 	c.cfg.LeaseTTL, c.cfg.HeartbeatInterval = time.Second, 250*time.Millisecond
+	c.errs = &dbErrors{}
+	c.cfg.Observer = c.errs
 	c.w = e.worker(c.cfg, c.long, c.quick, c.fails)
 	return c
 }
@@ -91,14 +131,39 @@ func (c *callerTx) within(t *testing.T, opened time.Time, what string, cond func
 }
 
 // open begins a caller's transaction on the pool, rolled back at the end of
-// the test unless committed.
+// the test unless committed. Until then, every 10 ms, it counts in c.blocked
+// the samples that found any session waiting for a lock it holds.
 func (c *callerTx) open(t *testing.T) pgx.Tx {
 	t.Helper()
 	tx, err := c.pool.Begin(c.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var pid int32
+	if err := tx.QueryRow(c.ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(c.ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			var n int
+			err := c.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n)
+			if err == nil && n > 0 {
+				c.blocked.Add(1)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-sampled
+		_ = tx.Rollback(context.Background())
+	})
 	return tx
 }
 
@@ -110,15 +175,28 @@ func (c *callerTx) waiting(id uuid.UUID) bool {
 }
 
 // endure checks, once the caller's transaction has been open longer than a
-// lease, that the worker lost no lease and met no database error meanwhile.
+// lease, that no session waited for a lock it holds, and that the worker lost
+// no lease and met no database error meanwhile. A statement timeout is not
+// taken for a wait when no session was ever seen waiting: on a loaded
+// machine (CI runs every package at once on 2 cores) a statement of the
+// worker's can outlast its timeout of half a lease without waiting for the
+// caller.
 func (c *callerTx) endure(t *testing.T, opened time.Time) {
 	t.Helper()
 	if left := hold - time.Since(opened); left > 0 {
 		time.Sleep(left)
 	}
-	if st := c.w.Stats(); st.LeasesLost != 0 || st.DatabaseErrors != 0 {
-		t.Fatalf("with a caller's transaction open for %s (leases of %s): stats %+v, want no lease lost and no database error",
-			hold, c.cfg.LeaseTTL, st)
+	if n := c.blocked.Load(); n > 0 {
+		t.Fatalf("with a caller's transaction open for %s: %d samples found a session waiting for a lock it holds", hold, n)
+	}
+	st := c.w.Stats()
+	errs, timeouts := c.errs.all()
+	if st.LeasesLost != 0 || (len(errs) > 0 && !timeouts) {
+		t.Fatalf("with a caller's transaction open for %s (leases of %s): stats %+v, database errors %q; want no lease lost and no database error",
+			hold, c.cfg.LeaseTTL, st, errs)
+	}
+	if len(errs) > 0 {
+		t.Logf("statement timeouts with no session waiting for the caller (a loaded machine): %q", errs)
 	}
 }
 
