@@ -92,3 +92,113 @@ func TestCommit_AProbeThatEndedNeitherWayLetsTheNextProbe(t *testing.T) {
 		t.Errorf("breaker %s, want half_open with the next take its probe", got)
 	}
 }
+
+// An outage's start opens the breaker though the window still holds the
+// successes before it: the last MinCalls calls all failed. A success in
+// between starts the streak again.
+func TestCommit_ABreakerOpensWhenItsLastMinCallsFailed(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "api", []byte(`{"breaker_error_ratio": 0.5, "breaker_min_calls": 10}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	lease := claimN(t, st, 1)[0]
+	give := func(outcomes ...string) {
+		t.Helper()
+		w := store.Write{Lease: lease}
+		for _, o := range outcomes {
+			w.Gives = append(w.Gives, store.FlowGive{Downstream: "api", Outcome: o})
+		}
+		if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{w}); err != nil || res[0].Err != nil {
+			t.Fatalf("gives: %v %+v", err, res)
+		}
+	}
+	state := func() string {
+		return scalar[string](t, st, `SELECT breaker || ' ' || window_errors || '/' || window_calls || ' ' || error_streak
+			FROM {schema}.downstream_state WHERE name = 'api'`)
+	}
+	n := func(k int, o string) []string {
+		s := make([]string, k)
+		for i := range s {
+			s[i] = o
+		}
+		return s
+	}
+	give(n(30, store.GiveOK)...)
+	give(append(n(9, store.GiveError), store.GiveOK)...)
+	give(n(9, store.GiveError)...)
+	if got := state(); got != "closed 18/49 9" {
+		t.Fatalf("after 9 errors, a success and 9 errors: %s, want closed 18/49 9", got)
+	}
+	give(store.GiveNone, store.GiveError) // neither counts for nothing, and breaks no streak
+	if got := state(); got != "open 19/50 10" {
+		t.Fatalf("after the 10th error in a row: %s, want open 19/50 10", got)
+	}
+	why := scalar[string](t, st, `SELECT why FROM {schema}.breaker_history WHERE downstream = 'api' ORDER BY id DESC LIMIT 1`)
+	if why != "the last 10 calls failed" {
+		t.Errorf("the breaker's audit row says %q", why)
+	}
+}
+
+// Slots are made as takes need them, at least doubling, never above the
+// limit; a lowered limit's free slots above it go.
+func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "pool", []byte(`{"concurrency": 5}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	leases := claimN(t, st, 7)
+	pol, _ := json.Marshal(policy.Default())
+	take := func(ls ...store.Lease) []store.WriteResult {
+		t.Helper()
+		var ws []store.Write
+		for _, l := range ls {
+			ws = append(ws, store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
+				Take: &store.FlowTake{Downstream: "pool"}}})
+		}
+		res, err := st.Commit(t.Context(), st.Pool(), ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	rows := func() string {
+		return scalar[string](t, st, `SELECT count(*) || ' ' || count(run_id) FROM {schema}.flow_slots WHERE downstream = 'pool'`)
+	}
+	for _, r := range take(leases[0], leases[1]) {
+		if r.Err != nil || r.Denied != nil {
+			t.Fatalf("first takes: %+v", r)
+		}
+	}
+	if got := rows(); got != "2 2" {
+		t.Errorf("after 2 takes: %s slot rows and held, want 2 2", got)
+	}
+	res := take(leases[2], leases[3], leases[4], leases[5])
+	for i, r := range res {
+		if want := i < 3; r.Err != nil || (r.Denied == nil) != want {
+			t.Errorf("take %d of 4 with 3 slots left: %+v, admitted want %v", i, r, want)
+		}
+	}
+	if got := rows(); got != "5 5" {
+		t.Errorf("at the limit: %s slot rows and held, want 5 5", got)
+	}
+	// Lowered to 2, with 5 held: denied until 3 are given back; the free
+	// slots above 2 go.
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.downstreams SET concurrency = 2 WHERE name = 'pool'`, st.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	var gives []store.Write
+	for _, l := range leases[:3] {
+		gives = append(gives, store.Write{Lease: l, Gives: []store.FlowGive{{Downstream: "pool", Outcome: store.GiveOK}}})
+	}
+	if res, err := st.Commit(t.Context(), st.Pool(), gives); err != nil || res[0].Err != nil {
+		t.Fatalf("gives: %v %+v", err, res)
+	}
+	if r := take(leases[6])[0]; r.Err != nil || r.Denied == nil || r.Denied.Cause != "concurrency" {
+		t.Errorf("a take with 2 held at a limit of 2: %+v, want denied", r)
+	}
+	if got := rows(); got != "4 2" {
+		t.Errorf("after the lowered limit's take: %s slot rows and held, want 4 2 (slots 1, 2 and the two held above)", got)
+	}
+}
