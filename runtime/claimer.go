@@ -34,7 +34,7 @@ type claimer struct {
 	stopOnce sync.Once
 	done     chan struct{} // closed when the claim loop has returned (start)
 	mu       sync.Mutex
-	timers   map[*time.Timer]bool // wakeAt's, stopped with the claimer (under mu)
+	timers   map[int64]*time.Timer // wakeAt's, by wakeBucket of their time; stopped with the claimer (under mu)
 
 	// Wakes: wakesDue is set by a notice of one, by a LISTEN taking effect
 	// and by wakes left busy; cancelsDue by a LISTEN taking effect, for the
@@ -102,7 +102,7 @@ func (c *claimer) stop() {
 		c.draining.Store(true)
 		close(c.stopped)
 		c.mu.Lock()
-		for t := range c.timers {
+		for _, t := range c.timers {
 			t.Stop()
 		}
 		c.timers = nil
@@ -126,7 +126,9 @@ func (c *claimer) wakeAt(d time.Duration) { c.wakeWithin(d, c.cfg.PollInterval) 
 
 // wakeWithin is wakeAt for times up to limit: a run a rate parked must be
 // claimed at its turn, which a poll up to a PollInterval late loses (the
-// rate does not keep a turn missed).
+// rate does not keep a turn missed). Times within one wakeBucket share a
+// timer, so that a backlog of parked runs costs at most one timer per
+// bucket of the time ahead, whatever its size.
 func (c *claimer) wakeWithin(d, limit time.Duration) {
 	if d <= 0 || d > limit {
 		return
@@ -136,18 +138,27 @@ func (c *claimer) wakeWithin(d, limit time.Duration) {
 	if c.draining.Load() {
 		return
 	}
-	var t *time.Timer
-	t = time.AfterFunc(d+time.Millisecond, func() { // just after the due time, by the database's clock too
+	at := time.Now().Add(d)
+	b := at.UnixNano()/int64(wakeBucket) + 1 // the bucket's end: never before the due time
+	if c.timers[b] != nil {
+		return
+	}
+	// Just after the bucket's end, by the database's clock too.
+	t := time.AfterFunc(time.Until(time.Unix(0, b*int64(wakeBucket)))+time.Millisecond, func() {
 		c.signal()
 		c.mu.Lock()
-		delete(c.timers, t)
+		delete(c.timers, b)
 		c.mu.Unlock()
 	})
 	if c.timers == nil {
-		c.timers = map[*time.Timer]bool{}
+		c.timers = map[int64]*time.Timer{}
 	}
-	c.timers[t] = true
+	c.timers[b] = t
 }
+
+// wakeBucket is how close the wake times that share a timer are: well
+// within a rate's slack at 100 a second with a burst of 2 (10 ms).
+const wakeBucket = 5 * time.Millisecond
 
 // wakeEvery is how often a worker applies the wakes (store.ApplyWakes)
 // when no notice tells it of one: what a lost notice can delay a signal's

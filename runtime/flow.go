@@ -285,8 +285,12 @@ func (s *stepRun) throttled(a attempt, d store.Denial) attempt {
 }
 
 // throttleWakeWithin is how far ahead a worker sets a timer for a run a
-// rate or a retry budget parked, rather than leave it to the poll.
-const throttleWakeWithin = 30 * time.Second
+// rate or a retry budget parked, rather than leave it to the poll (timers
+// are shared per wakeBucket: at most 120,000 for 10 minutes, as many as
+// the runs parked when fewer). With 30 s, F-rate's backlog, due up to 63 s
+// ahead, started at its rate for 28 s, then at a third of it: each run
+// further ahead was claimed by a poll after its turn and denied again.
+const throttleWakeWithin = 10 * time.Minute
 
 // parked ends the segment of a run a limit parked.
 func (e *execution) parked(d store.Denial) {
