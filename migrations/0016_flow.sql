@@ -551,18 +551,38 @@ DECLARE
     adm_at timestamptz[] := '{}';
     bulk_epochs bigint[];
     top integer; -- a key's highest slot
+    locked integer;
+    th_ids bigint[]; -- the waits admissions end, with their ends
+    th_at timestamptz[];
+    th_attempts integer[];
 BEGIN
-    -- Lock: downstream states, then keys, each in order.
-    INSERT INTO {schema}.downstream_state (name)
-    SELECT DISTINCT x FROM unnest(give_downstreams || take_downstreams) AS x ORDER BY 1
-    ON CONFLICT DO NOTHING;
+    -- Lock: downstream states, then keys, each in order; the rows missing
+    -- (a downstream's or a key's first use) are made, then locked too.
     PERFORM 1 FROM {schema}.downstream_state x
     WHERE x.name = ANY (give_downstreams || take_downstreams) ORDER BY x.name FOR UPDATE;
-    INSERT INTO {schema}.flow_keys (downstream, key)
-    SELECT DISTINCT x.d, x.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS x(d, k) ORDER BY 1, 2
-    ON CONFLICT DO NOTHING;
-    PERFORM 1 FROM {schema}.flow_keys x, unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
-    WHERE x.downstream = y.d AND x.key = y.k ORDER BY x.downstream, x.key FOR UPDATE OF x;
+    GET DIAGNOSTICS locked = ROW_COUNT;
+    IF locked < (SELECT count(DISTINCT x) FROM unnest(give_downstreams || take_downstreams) AS x) THEN
+        INSERT INTO {schema}.downstream_state (name)
+        SELECT DISTINCT x FROM unnest(give_downstreams || take_downstreams) AS x ORDER BY 1
+        ON CONFLICT DO NOTHING;
+        PERFORM 1 FROM {schema}.downstream_state x
+        WHERE x.name = ANY (give_downstreams || take_downstreams) ORDER BY x.name FOR UPDATE;
+    END IF;
+    -- (Each key by its primary key, a lookup per key whatever the
+    -- statistics say: a join was planned, on young tables, as a walk of
+    -- every key.)
+    PERFORM 1 FROM (SELECT DISTINCT y.d, y.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
+                    ORDER BY 1, 2) AS y,
+                   LATERAL (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0 FOR UPDATE) AS l;
+    GET DIAGNOSTICS locked = ROW_COUNT;
+    IF locked < (SELECT count(DISTINCT (x.d, x.k)) FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS x(d, k)) THEN
+        INSERT INTO {schema}.flow_keys (downstream, key)
+        SELECT DISTINCT x.d, x.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS x(d, k) ORDER BY 1, 2
+        ON CONFLICT DO NOTHING;
+        PERFORM 1 FROM (SELECT DISTINCT y.d, y.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
+                        ORDER BY 1, 2) AS y,
+                       LATERAL (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0 FOR UPDATE) AS l;
+    END IF;
 
     IF cardinality(give_runs) > 0 THEN
         PERFORM {schema}._flow_gives(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes, by);
@@ -580,8 +600,9 @@ BEGIN
     repeats := ARRAY(SELECT x.r FROM unnest(take_runs, take_steps, take_attempts) AS x(r, st, a)
                      WHERE x.a > 0 AND EXISTS (SELECT 1 FROM {schema}.attempts a
                                                WHERE a.run_id = x.r AND a.step = x.st AND a.attempt = x.a));
-    live := ARRAY(SELECT x.r FROM unnest(take_runs, take_epochs) AS x(r, e)
-                  WHERE EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = x.r AND r.epoch = x.e AND r.status = 'running'));
+    live := ARRAY(SELECT x.r FROM unnest(take_runs, take_epochs) AS x(r, e),
+                         LATERAL (SELECT r.status FROM {schema}.runs r WHERE r.id = x.r AND r.epoch = x.e OFFSET 0) AS h
+                  WHERE h.status = 'running'); -- each run by its primary key, as the commit's fence finds it
     FOR t IN SELECT y.d, y.k, count(*)::int AS c, x.concurrency FROM unnest(take_downstreams, take_keys) AS y(d, k)
              JOIN {schema}.downstreams x ON x.name = y.d WHERE x.concurrency IS NOT NULL
              GROUP BY y.d, y.k, x.concurrency ORDER BY 1, 2 LOOP
@@ -798,10 +819,21 @@ BEGIN
         PERFORM {schema}._flow_save(s);
     END IF;
     IF cardinality(adm_runs) > 0 THEN
-        -- The waits the admissions end, and the attempts' started_at.
-        UPDATE {schema}.throttles x SET ended_at = y.at, attempt = y.a
-        FROM unnest(adm_runs, adm_steps, adm_attempts, adm_at) AS y(r, st, a, at)
-        WHERE x.run_id = y.r AND x.step = y.st AND x.ended_at IS NULL;
+        -- The waits the admissions end, and the attempts' started_at. Each
+        -- wait is found by its step's index, then updated by its primary
+        -- key: a join was planned, on young tables, as a walk of every open
+        -- wait, and so was a lookup naming ended_at IS NULL (a partial
+        -- index whose predicate a query implies is a candidate even with no
+        -- condition on its columns), hence the test outside the lookup.
+        SELECT coalesce(array_agg(th.id), '{}'), coalesce(array_agg(y.at), '{}'), coalesce(array_agg(y.a), '{}')
+        INTO th_ids, th_at, th_attempts
+        FROM unnest(adm_runs, adm_steps, adm_attempts, adm_at) AS y(r, st, a, at),
+             LATERAL (SELECT x.id, x.ended_at FROM {schema}.throttles x WHERE x.run_id = y.r AND x.step = y.st OFFSET 0) AS th
+        WHERE th.ended_at IS NULL;
+        IF cardinality(th_ids) > 0 THEN
+            UPDATE {schema}.throttles x SET ended_at = th_at[array_position(th_ids, x.id)], attempt = th_attempts[array_position(th_ids, x.id)]
+            WHERE x.id = ANY (th_ids);
+        END IF;
         PERFORM pg_catalog.set_config('tenure.admitted',
             (SELECT jsonb_object_agg(y.r::text, y.at) FROM unnest(adm_runs, adm_at) AS y(r, at))::text, true);
     END IF;
@@ -836,7 +868,10 @@ BEGIN
                          AND (x.epoch = g.epoch OR g.outcome = 'run')
                        RETURNING x.downstream, x.key)
              SELECT f.downstream, f.key, count(*)::int AS n FROM freed f GROUP BY 1, 2 ORDER BY 1, 2 LOOP
-        PERFORM {schema}._wake(k.downstream, k.key, 'concurrency', k.n);
+        IF EXISTS (SELECT 1 FROM {schema}.flow_waiters w
+                   WHERE w.downstream = k.downstream AND w.cause = 'concurrency' AND w.key = k.key) THEN
+            PERFORM {schema}._wake(k.downstream, k.key, 'concurrency', k.n);
+        END IF;
     END LOOP;
 
     FOR k IN SELECT x.downstream, array_agg(x.run_id ORDER BY x.n) AS rs, array_agg(x.epoch ORDER BY x.n) AS eps,
@@ -952,14 +987,16 @@ BEGIN
                   ORDER BY z.slot LIMIT cardinality(kk.rs)) AS f;
             IF cardinality(free) > 0 THEN
                 -- By the rows' ctids, which nothing else changes meanwhile
-                -- (every write of a key's slots holds its lock): a TID scan
-                -- whatever the statistics (with slot = ANY, a plan cached on
-                -- young tables filtered every slot of the key).
+                -- (every write of a key's slots holds its lock), and by
+                -- nothing else: a TID scan is then the only plan (with
+                -- slot = ANY, or with run_id IS NULL, plans cached on young
+                -- tables filtered every slot, or every free slot, of the
+                -- key).
                 RETURN QUERY
                 WITH took AS (
                     UPDATE {schema}.flow_slots x SET run_id = kk.rs[array_position(free, x.slot)],
                         epoch = kk.es[array_position(free, x.slot)], step = kk.sts[array_position(free, x.slot)], taken_at = now()
-                    WHERE x.ctid = ANY (tids) AND x.run_id IS NULL
+                    WHERE x.ctid = ANY (tids)
                     RETURNING x.slot)
                 SELECT kk.rs[i], kk.es[i], kk.sts[i], kk.ats[i]
                 FROM took, LATERAL (SELECT array_position(free, took.slot) AS i) AS p;
@@ -984,14 +1021,18 @@ $$;
 
 -- _flow_save writes what _flow's takes changed of a downstream's state:
 -- once per downstream and batch, not once per take.
+-- (PL/pgSQL, so that its plan is cached: a SQL function's is made at every
+-- call, 0.1 ms.)
 CREATE FUNCTION {schema}._flow_save(st {schema}.downstream_state)
 RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     UPDATE {schema}.downstream_state x SET probe_due = st.probe_due, tokens = st.tokens, tokens_at = st.tokens_at,
         retry_wake = st.retry_wake, admitted = st.admitted, retries = st.retries,
         denied_concurrency = st.denied_concurrency, denied_rate = st.denied_rate,
         denied_breaker = st.denied_breaker, denied_budget = st.denied_budget
-    WHERE x.name = st.name
+    WHERE x.name = st.name;
+END
 $$;
 
 -- _flow_full is a take's concurrency admission when its key has no free

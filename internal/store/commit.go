@@ -597,6 +597,8 @@ const sqlStartAttempt = `
 			SELECT r.status, r.reclaims FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
 			OFFSET 0 FOR KEY SHARE) AS held
 		WHERE held.status = 'running'),
+	adm AS MATERIALIZED ( -- parsed once, not once per attempt (a batch of 100 parsed 100 × 7 KB)
+		SELECT nullif(current_setting('tenure.admitted', true), '')::jsonb AS j),
 	bs AS (
 		UPDATE {schema}.runs r SET reclaims = 0
 		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.reclaims > 0),
@@ -614,7 +616,7 @@ const sqlStartAttempt = `
 		-- committed, where the transaction's start may be before it.
 		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id, started_at)
 		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, ''),
-		       coalesce((nullif(current_setting('tenure.admitted', true), '')::jsonb ->> run_id::text)::timestamptz, now())
+		       coalesce((SELECT (adm.j ->> f.run_id::text)::timestamptz FROM adm), now())
 		FROM f
 		ON CONFLICT (run_id, step, attempt) DO NOTHING)
 	SELECT st.run_id, f.epoch, extract(epoch FROM now() - st.first_started_at)::float8 * 1000 FROM st JOIN f USING (run_id)`
