@@ -521,11 +521,13 @@ $$;
 -- with cause 'cancel-newest' and not parked (its worker ends the run
 -- cancelled); 'cancel-in-progress' asks the oldest holders to cancel, as
 -- many as make room, and waits for their ends. A run that holds a slot
--- already is admitted again at once.
+-- already is admitted again at once. again says that a write of the batch
+-- may have committed before (store.Write.Again): only then is a take's
+-- attempt looked for, to answer a repeat as its first try was.
 CREATE FUNCTION {schema}._flow(
     give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
     take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
-    take_keys text[], take_retries boolean[], take_policies text[], by text)
+    take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean DEFAULT true)
 RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -597,9 +599,12 @@ BEGIN
     -- attempt recorded, admitted, charged once; a run no longer running in
     -- its epoch has nothing to admit. And each key taken from gets as many
     -- free slots as it has takes, within its limit.
-    repeats := ARRAY(SELECT x.r FROM unnest(take_runs, take_steps, take_attempts) AS x(r, st, a)
-                     WHERE x.a > 0 AND EXISTS (SELECT 1 FROM {schema}.attempts a
-                                               WHERE a.run_id = x.r AND a.step = x.st AND a.attempt = x.a));
+    repeats := '{}';
+    IF again THEN -- (a first try's attempt is never recorded yet)
+        repeats := ARRAY(SELECT x.r FROM unnest(take_runs, take_steps, take_attempts) AS x(r, st, a)
+                         WHERE x.a > 0 AND EXISTS (SELECT 1 FROM {schema}.attempts a
+                                                   WHERE a.run_id = x.r AND a.step = x.st AND a.attempt = x.a));
+    END IF;
     live := ARRAY(SELECT x.r FROM unnest(take_runs, take_epochs) AS x(r, e),
                          LATERAL (SELECT r.status FROM {schema}.runs r WHERE r.id = x.r AND r.epoch = x.e OFFSET 0) AS h
                   WHERE h.status = 'running'); -- each run by its primary key, as the commit's fence finds it
@@ -1123,6 +1128,19 @@ BEGIN
     -- without a give (a lost lease, a run failed by the backstop), and the
     -- workers alive may never have used the downstream themselves.
     names := ARRAY(SELECT DISTINCT x FROM unnest(names || ARRAY(SELECT DISTINCT w.downstream FROM {schema}.flow_waiters w)) AS x);
+    -- Nothing to give back or wake without a waiter or a breaker not
+    -- closed: then no lock, which would hold up the commits that admit
+    -- until the claim's transaction ends (the sweep waited for them, and
+    -- they for it, 13 ms a sweep in L).
+    IF NOT EXISTS (SELECT 1 FROM {schema}.flow_waiters w WHERE w.downstream = ANY (names))
+       AND NOT EXISTS (SELECT 1 FROM {schema}.downstream_state x WHERE x.name = ANY (names) AND x.breaker <> 'closed') THEN
+        RETURN QUERY
+        SELECT x.name, x.breaker, {schema}._waiting(x.name),
+               (SELECT count(*) FROM {schema}.flow_slots sl WHERE sl.downstream = x.name AND sl.run_id IS NOT NULL
+                  AND {schema}._holds(sl.run_id, sl.epoch, coalesce((SELECT d.holds = 'run' FROM {schema}.downstreams d WHERE d.name = x.name), false)))
+        FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name;
+        RETURN;
+    END IF;
     PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name FOR UPDATE;
     FOR k IN SELECT DISTINCT w.downstream, w.key FROM {schema}.flow_waiters w
              WHERE w.downstream = ANY (names) AND w.cause = 'concurrency' ORDER BY 1, 2 LOOP
@@ -1296,7 +1314,7 @@ LEFT JOIN LATERAL (
 -- with the grants of docs/operations.md get them here; new roles, by those
 -- grants.
 REVOKE EXECUTE ON FUNCTION {schema}._flow(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
-    integer[], text[], text[], boolean[], text[], text) FROM PUBLIC;
+    integer[], text[], text[], boolean[], text[], text, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.declare_downstream(text, jsonb, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.flow_sweep(text[]) FROM PUBLIC;
 DO $$

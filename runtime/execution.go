@@ -426,6 +426,7 @@ func (e *execution) commit(w store.Write) (res store.WriteResult, err error) {
 	err = e.retry(e.w.writes, func(ctx context.Context) error {
 		var err error
 		res, err = e.w.committer.Write(ctx, w)
+		w.Again = true // a next try may repeat one that committed
 		return err
 	})
 	if err == nil {

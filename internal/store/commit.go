@@ -20,6 +20,12 @@ import (
 // is lost, not at all.
 type Write struct {
 	Lease Lease
+	// Again marks a write sent before whose outcome its writer did not
+	// learn (a connection lost during COMMIT, a flush that outlasted the
+	// writer's wait): it may have committed. Only then does an admission
+	// look for the attempt it would record (see FlowTake), one lookup per
+	// take that a first try does not need.
+	Again bool
 	// StepDone records a step's output and closes its attempt as succeeded.
 	StepDone *StepDone
 	// EndAttempt closes an attempt that ended without success.

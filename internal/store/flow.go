@@ -67,6 +67,7 @@ type flowParts struct {
 	takeRetries                        []bool
 	takePolicies                       []string
 	by                                 string
+	again                              bool         // a take's write may have committed before (Write.Again)
 	takes                              map[int]bool // write index -> has a take
 }
 
@@ -90,6 +91,7 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 		f.takeAttempts = append(f.takeAttempts, int32(attempt))
 		f.takeDownstreams, f.takeKeys, f.takeRetries = append(f.takeDownstreams, t.Downstream), append(f.takeKeys, t.Key), append(f.takeRetries, t.Retry)
 		f.takePolicies = append(f.takePolicies, t.Policy)
+		f.again = f.again || w.Again
 		if f.takes == nil {
 			f.takes = map[int]bool{}
 		}
@@ -100,11 +102,11 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 // sqlFlow takes and gives back a batch's capacity (migration 16's _flow),
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
-const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	b.Queue(s.sql(sqlFlow), f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
-		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by)
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again)
 }
 
 // read reads _flow's answer: the takes it denied.

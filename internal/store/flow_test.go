@@ -23,7 +23,9 @@ func TestCommit_ARepeatedTakeIsAnsweredAsItsFirstTry(t *testing.T) {
 			Take: &store.FlowTake{Downstream: "one"}}}}
 	}
 	for try := range 2 {
-		res, err := st.Commit(t.Context(), st.Pool(), start(leases[0]))
+		w := start(leases[0])
+		w[0].Again = try > 0 // as the runtime sends it again
+		res, err := st.Commit(t.Context(), st.Pool(), w)
 		if err != nil || res[0].Err != nil || res[0].Denied != nil {
 			t.Fatalf("try %d of the first run's start: %v %+v", try, err, res[0])
 		}
@@ -35,7 +37,9 @@ func TestCommit_ARepeatedTakeIsAnsweredAsItsFirstTry(t *testing.T) {
 		t.Errorf("admitted %d, want 1", n)
 	}
 	for try := range 2 {
-		res, err := st.Commit(t.Context(), st.Pool(), start(leases[1]))
+		w := start(leases[1])
+		w[0].Again = try > 0
+		res, err := st.Commit(t.Context(), st.Pool(), w)
 		if err != nil || res[0].Err != nil || res[0].Denied == nil || res[0].Denied.Cause != "concurrency" || res[0].Denied.Wait != store.NoDue {
 			t.Fatalf("try %d of the second run's start: %v %+v, want denied by concurrency until woken", try, err, res[0])
 		}
