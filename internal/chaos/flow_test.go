@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +10,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/invariant"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
+	"github.com/tenurehq/tenure/internal/pgtest"
 )
 
 // TestFlow_TheFlowRulesHoldAndSeeWhatBreaksThem runs Limited steps of one
@@ -87,5 +90,78 @@ func (e *env) exec(sql string, args ...any) {
 	defer cancel()
 	if _, err := e.pool.Exec(ctx, strings.ReplaceAll(sql, "{schema}", pgx.Identifier{e.schema}.Sanitize()), args...); err != nil {
 		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestPostgresRestart_LimitsHoldAndLeakNothing: runs whose steps call the
+// downstream (a concurrency limit of 2 and a rate of 8 a second, on one
+// key) through two workers while PostgreSQL restarts, fast twice and then
+// immediately (a crash, with synchronous commits). The limits hold (from
+// the attempts' and the calls' own times), no slot, wait or waiter is left
+// behind, every run completes, and the restarts charge nothing: no attempt
+// failed, none was rescued.
+func TestPostgresRestart_LimitsHoldAndLeakNothing(t *testing.T) {
+	t.Parallel()
+	cluster, err := pgtest.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := setSystem(cluster.URL(), "synchronous_commit", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, cluster.URL(), "public")
+	w1 := e.worker("w1")
+	w2 := e.worker("w2")
+	var ids []uuid.UUID
+	for range 24 {
+		ids = append(ids, e.start(
+			workload.Step{Kind: workload.Limited, SleepMS: 100},
+			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 20},
+			workload.Step{Kind: workload.Limited, SleepMS: 100}))
+	}
+	progress := func(what string) {
+		before, _ := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+		e.eventually(what, func() (bool, error) {
+			n, err := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+			return n > before+4, err
+		})
+	}
+	progress("limited steps in flight")
+	for i, restart := range []func() error{cluster.Restart, cluster.Restart, cluster.RestartImmediate} {
+		if err := restart(); err != nil {
+			t.Fatal(err)
+		}
+		progress(fmt.Sprintf("progress after restart %d", i+1))
+	}
+	for _, id := range ids {
+		e.completed(id)
+	}
+	for _, w := range []*fleet.Worker{w1, w2} {
+		stopGracefully(t, w)
+	}
+	rep := e.checkFlow(invariant.FlowOptions{Calls: workload.Calls(), Invocations: workload.LedgerTable})
+	if !rep.OK() || len(rep.Downstreams) != 1 {
+		t.Fatalf("flow rules after restarts: %v", rep.Violations)
+	}
+	d := rep.Downstreams[0]
+	t.Logf("downstream %s: %d attempts, peak %d at once, at most %d in a rate interval, throttles %v",
+		d.Name, d.Attempts, d.Peak, d.MaxWindow, d.Throttles)
+	if d.Throttles["concurrency"]+d.Throttles["rate"] == 0 {
+		t.Errorf("no step was throttled: the limits were never tested")
+	}
+	gen := e.check()
+	if gen.Attempts["failed"] != 0 || gen.Attempts["lost"] != 0 {
+		t.Errorf("attempts %v after restarts shorter than the lease, want none failed or lost", gen.Attempts)
+	}
+	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.attempts WHERE is_rescue`); n != 0 {
+		t.Errorf("%d rescue attempts", n)
 	}
 }
