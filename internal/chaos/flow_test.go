@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/tenurehq/tenure/internal/chaos/fleet"
 	"github.com/tenurehq/tenure/internal/chaos/invariant"
 	"github.com/tenurehq/tenure/internal/chaos/workload"
-	"github.com/tenurehq/tenure/internal/pgtest"
 )
 
 // TestFlow_TheFlowRulesHoldAndSeeWhatBreaksThem runs Limited steps of one
@@ -102,21 +100,7 @@ func (e *env) exec(sql string, args ...any) {
 // failed, none was rescued.
 func TestPostgresRestart_LimitsHoldAndLeakNothing(t *testing.T) {
 	t.Parallel()
-	cluster, err := pgtest.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := setSystem(cluster.URL(), "synchronous_commit", "on"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Restart(); err != nil {
-		t.Fatal(err)
-	}
+	cluster := crashableCluster(t)
 	e := newEnvOn(t, cluster.URL(), "public")
 	w1 := e.worker("w1")
 	w2 := e.worker("w2")
@@ -127,20 +111,7 @@ func TestPostgresRestart_LimitsHoldAndLeakNothing(t *testing.T) {
 			workload.Step{Kind: workload.AtLeastOnce, SleepMS: 20},
 			workload.Step{Kind: workload.Limited, SleepMS: 100}))
 	}
-	progress := func(what string) {
-		before, _ := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
-		e.eventually(what, func() (bool, error) {
-			n, err := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
-			return n > before+4, err
-		})
-	}
-	progress("limited steps in flight")
-	for i, restart := range []func() error{cluster.Restart, cluster.Restart, cluster.RestartImmediate} {
-		if err := restart(); err != nil {
-			t.Fatal(err)
-		}
-		progress(fmt.Sprintf("progress after restart %d", i+1))
-	}
+	restartThrice(t, e, cluster, 4)
 	for _, id := range ids {
 		e.completed(id)
 	}

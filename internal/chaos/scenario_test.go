@@ -338,15 +338,7 @@ func TestShutdown_SIGTERMInterruptsWithoutChargingABudget(t *testing.T) {
 
 func TestPostgresRestart_WorkersReconnectAndEveryRunFinishes(t *testing.T) {
 	t.Parallel()
-	cluster, err := pgtest.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := privateCluster(t)
 	e := newEnvOn(t, cluster.URL(), "public")
 	w1 := e.worker("w1")
 	w2 := e.worker("w2")
@@ -487,15 +479,7 @@ func TestKill_DuringAGroupCommitBetweenItsStatements(t *testing.T) {
 // commit of the server.
 func TestKill_DuringAGroupCommitsCommit(t *testing.T) {
 	t.Parallel()
-	cluster, err := pgtest.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := privateCluster(t)
 	e := newEnvOn(t, cluster.URL(), "public")
 	set := func(setting, value string) {
 		t.Helper()
@@ -557,23 +541,7 @@ func TestKill_DuringAGroupCommitsCommit(t *testing.T) {
 // held in memory. Every chaos invariant holds.
 func TestPostgresRestart_FastAndImmediateCostNoLostAttemptAndNoIndeterminateStep(t *testing.T) {
 	t.Parallel()
-	cluster, err := pgtest.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	// An immediate restart is a crash: without synchronous commits it
-	// would lose commits the workers were told of.
-	if err := setSystem(cluster.URL(), "synchronous_commit", "on"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Restart(); err != nil {
-		t.Fatal(err)
-	}
+	cluster := crashableCluster(t)
 	e := newEnvOn(t, cluster.URL(), "public")
 	w1 := e.worker("w1")
 	w2 := e.worker("w2")
@@ -587,22 +555,7 @@ func TestPostgresRestart_FastAndImmediateCostNoLostAttemptAndNoIndeterminateStep
 			workload.Step{Kind: workload.Flaky, Failures: 1, SleepMS: 20},
 			workload.Step{Kind: workload.AtMostOnce, SleepMS: 100}))
 	}
-	progress := func(what string) {
-		before, _ := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
-		e.eventually(what, func() (bool, error) {
-			n, err := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
-			return n > before+20, err
-		})
-	}
-	progress("runs in flight")
-	for i, restart := range []func() error{cluster.Restart, cluster.Restart, cluster.RestartImmediate} {
-		began := time.Now()
-		if err := restart(); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("restart %d took %s", i+1, time.Since(began).Round(time.Millisecond))
-		progress(fmt.Sprintf("progress after restart %d", i+1))
-	}
+	restartThrice(t, e, cluster, 20)
 	for _, id := range ids {
 		e.completed(id)
 	}
@@ -633,6 +586,60 @@ func TestPostgresRestart_FastAndImmediateCostNoLostAttemptAndNoIndeterminateStep
 	// transaction) were claimed again, but none was rescued.
 	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.attempts WHERE is_rescue`); n != 0 {
 		t.Errorf("%d rescue attempts", n)
+	}
+}
+
+// crashableCluster starts a private cluster, stopped at the test's end, that
+// an immediate restart does not lose commits of: an immediate restart is a
+// crash, and without synchronous commits it would lose commits the workers
+// were told of.
+func crashableCluster(t *testing.T) *pgtest.Cluster {
+	t.Helper()
+	cluster := privateCluster(t)
+	if err := setSystem(cluster.URL(), "synchronous_commit", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	return cluster
+}
+
+// privateCluster starts a private cluster, stopped at the test's end.
+func privateCluster(t *testing.T) *pgtest.Cluster {
+	t.Helper()
+	cluster, err := pgtest.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return cluster
+}
+
+// restartThrice waits for more than step rows of the ledger, then restarts
+// the cluster fast twice and immediately once, each time once more than
+// step rows were added since the last.
+func restartThrice(t *testing.T, e *env, cluster *pgtest.Cluster, step int) {
+	t.Helper()
+	progress := func(what string) {
+		before, _ := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+		e.eventually(what, func() (bool, error) {
+			n, err := query[int](e, `SELECT count(*) FROM {schema}.ledger`)
+			return n > before+step, err
+		})
+	}
+	progress("runs in flight")
+	for i, restart := range []func() error{cluster.Restart, cluster.Restart, cluster.RestartImmediate} {
+		began := time.Now()
+		if err := restart(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("restart %d took %s", i+1, time.Since(began).Round(time.Millisecond))
+		progress(fmt.Sprintf("progress after restart %d", i+1))
 	}
 }
 
