@@ -35,6 +35,11 @@ type StartOptions struct {
 	Priority int
 	// Delay makes the run due only after it; it must not be negative.
 	Delay time.Duration
+	// FairKey, when not empty, shares the queue fairly with the runs of
+	// other fairness keys, with weight FairWeight (1 to 1,000,000; 0 is 1),
+	// as sdk.WithFairness does; docs/fairness.md says more.
+	FairKey    string
+	FairWeight int
 }
 
 // Started is the run Start recorded, or the one that held its key.
@@ -51,8 +56,9 @@ type Started struct {
 // the input against the workflow's input type: a worker fails a run whose
 // input does not decode with reason bad_input.
 //
-// It returns an error for an empty workflow name, a negative delay, an
-// input that is not JSON or is larger than sdk.DefaultMaxPayload (wrapping
+// It returns an error for an empty workflow name, a negative delay, a
+// fairness weight out of range or without a key, an over-long fairness key,
+// an input that is not JSON or is larger than sdk.DefaultMaxPayload (wrapping
 // sdk.ErrPayloadTooLarge), and a key held by a run of another workflow
 // (sdk.ErrWorkflowMismatch) or with another input (sdk.ErrKeyConflict):
 // the checks of sdk.Start, one implementation, with its words. Unlike
@@ -78,7 +84,11 @@ func (op *Operator) Start(ctx context.Context, workflow string, input json.RawMe
 	case !json.Valid(input): // sdk.Start encodes the input itself
 		return Started{}, fmt.Errorf("start %s: the input is not JSON", workflow)
 	}
-	r := store.NewRun{Workflow: workflow, Queue: o.Queue, Priority: o.Priority, Key: o.Key, Input: input, Delay: o.Delay}
+	if o.FairKey != "" && o.FairWeight == 0 {
+		o.FairWeight = 1
+	}
+	r := store.NewRun{Workflow: workflow, Queue: o.Queue, Priority: o.Priority, Key: o.Key, Input: input, Delay: o.Delay,
+		FairKey: o.FairKey, FairWeight: o.FairWeight}
 	if err := r.Check(sdk.DefaultMaxPayload); err != nil { // sdk.Start's checks
 		return Started{}, fmt.Errorf("start %s: %w", workflow, err)
 	}

@@ -30,10 +30,15 @@ reason bad_input.
 With --key the start is idempotent: when a run of the workflow holds the key
 with the same input (compared as JSON values), it is printed and nothing is
 started; the same key with another input, or held by a run of another
-workflow, is an error. tenure runs result waits for the run's end.`,
+workflow, is an error. tenure runs result waits for the run's end.
+
+With --fair-key the run shares its queue fairly with the runs of other
+fairness keys (a tenant, a customer), in proportion to --fair-weight, as
+sdk.WithFairness does.`,
 		Example: `  tenure runs start place-order '{"order_id": 42}' --key order-42
   tenure runs start nightly-report --queue reports --delay 10m
-  tenure runs start place-order '{"order_id": 43}' --json | jq -r .run_id`,
+  tenure runs start place-order '{"order_id": 43}' --json | jq -r .run_id
+  tenure runs start sync-account '{"account": 7}' --fair-key tenant-7 --fair-weight 3`,
 		Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			workflow := args[0]
@@ -52,6 +57,16 @@ workflow, is an error. tenure runs result waits for the run's end.`,
 			}
 			if cmd.Flags().Changed("key") && o.Key == "" {
 				return usagef("--key: empty key")
+			}
+			switch {
+			case cmd.Flags().Changed("fair-key") && o.FairKey == "":
+				return usagef("--fair-key: empty fairness key")
+			case cmd.Flags().Changed("fair-weight") && o.FairKey == "":
+				return usagef("--fair-weight needs --fair-key")
+			case cmd.Flags().Changed("fair-weight") && (o.FairWeight < 1 || o.FairWeight > 1_000_000):
+				return usagef("--fair-weight: %d, want 1 to 1000000", o.FairWeight)
+			case o.FairKey == "":
+				o.FairWeight = 0 // not a fair run
 			}
 			if delay != "" {
 				d, err := parseAge(delay)
@@ -82,8 +97,9 @@ workflow, is an error. tenure runs result waits for the run's end.`,
 					Workflow string    `json:"workflow"`
 					Queue    string    `json:"queue"`
 					Key      string    `json:"key,omitempty"`
+					FairKey  string    `json:"fair_key,omitempty"`
 					Created  bool      `json:"created"`
-				}{started.ID, workflow, o.Queue, o.Key, started.Created})
+				}{started.ID, workflow, o.Queue, o.Key, o.FairKey, started.Created})
 			}
 			if !started.Created {
 				fmt.Fprintf(a.stdout, "run %s holds key %q already, with the same input: nothing started\n", started.ID, o.Key)
@@ -97,5 +113,7 @@ workflow, is an error. tenure runs result waits for the run's end.`,
 	cmd.Flags().StringVar(&o.Queue, "queue", "default", "the queue to put the run on")
 	cmd.Flags().IntVar(&o.Priority, "priority", 0, "order within the queue: higher first")
 	cmd.Flags().StringVar(&delay, "delay", "", "make the run due only after this long: 90s, 10m, 2h, 1d")
+	cmd.Flags().StringVar(&o.FairKey, "fair-key", "", "share the queue fairly with other keys' runs (sdk.WithFairness)")
+	cmd.Flags().IntVar(&o.FairWeight, "fair-weight", 1, "the fairness key's weight, 1 to 1000000; needs --fair-key")
 	return cmd
 }

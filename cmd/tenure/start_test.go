@@ -173,6 +173,9 @@ func TestCLI_StartChecksItsArgumentsFirst(t *testing.T) {
 		{[]string{"greeting", "--queue", ""}, "--queue: empty queue name"},
 		{[]string{"greeting", "--key", ""}, "--key: empty key"},
 		{[]string{"greeting", "--delay", "soon"}, "--delay: invalid age"},
+		{[]string{"greeting", "--fair-key", ""}, "--fair-key: empty fairness key"},
+		{[]string{"greeting", "--fair-weight", "3"}, "--fair-weight needs --fair-key"},
+		{[]string{"greeting", "--fair-key", "t", "--fair-weight", "0"}, "--fair-weight: 0, want 1 to 1000000"},
 		{[]string{"greeting", "1", "2"}, "takes 1 to 2 arguments, got 3"},
 		{nil, "takes 1 to 2 arguments, got 0"},
 	} {
@@ -194,5 +197,25 @@ func TestCLI_StartChecksItsArgumentsFirst(t *testing.T) {
 	f.query(`SELECT input::text FROM {schema}.runs`, nil, &input)
 	if input != "null" {
 		t.Fatalf("input of a run started without one: %s, want null", input)
+	}
+	// With a fairness key (weight 1 unless given), as sdk.WithFairness
+	// makes one: a fair run of its queue.
+	for _, c := range []struct {
+		args   []string
+		key    string
+		stride int64
+	}{
+		{[]string{"--fair-key", "tenant-7", "--fair-weight", "4"}, "tenant-7", 250_000},
+		{[]string{"--fair-key", "tenant-8"}, "tenant-8", 1_000_000},
+	} {
+		out := startRun(t, s, append([]string{"greeting", `"Ada"`}, c.args...)...)
+		// A key's first run on a queue whose clock is 0 is due at its
+		// stride, 1,000,000 / its weight.
+		var key string
+		var vt int64
+		f.query(`SELECT coalesce(fair_key, ''), coalesce(fair_vt, 0) FROM {schema}.runs WHERE id = $1`, []any{out.RunID}, &key, &vt)
+		if key != c.key || vt != c.stride {
+			t.Errorf("runs start %v: fair key %q, virtual time %d; want %q, %d", c.args, key, vt, c.key, c.stride)
+		}
 	}
 }
