@@ -86,8 +86,8 @@ var DefaultRetryBudget = RetryBudget{Ratio: 0.2, PerSecond: 10}
 
 // BreakerPolicy is when a downstream's circuit breaker opens: when, within
 // Window, at least MinCalls calls ended and ErrorRatio of them in an error,
-// or when the last MinCalls calls all ended in an error (an outage's start,
-// while the window still holds the successes before it).
+// or when the window's last MinCalls calls all ended in an error (an
+// outage's start, while the window still holds the successes before it).
 // It stays open for OpenFor, then lets one probe through (half open): the
 // probe's success closes it, its error opens it again. Zero fields take the
 // defaults: ErrorRatio 0.5, MinCalls 10, Window 10 s, OpenFor 5 s.

@@ -553,38 +553,35 @@ DECLARE
     adm_at timestamptz[] := '{}';
     bulk_epochs bigint[];
     top integer; -- a key's highest slot
-    locked integer;
     th_ids bigint[]; -- the waits admissions end, with their ends
     th_at timestamptz[];
     th_attempts integer[];
 BEGIN
-    -- Lock: downstream states, then keys, each in order; the rows missing
-    -- (a downstream's or a key's first use) are made, then locked too.
-    PERFORM 1 FROM {schema}.downstream_state x
-    WHERE x.name = ANY (give_downstreams || take_downstreams) ORDER BY x.name FOR UPDATE;
-    GET DIAGNOSTICS locked = ROW_COUNT;
-    IF locked < (SELECT count(DISTINCT x) FROM unnest(give_downstreams || take_downstreams) AS x) THEN
+    -- Lock: downstream states, then keys, each in order, each by its
+    -- primary key (a lookup per row whatever the statistics say: a join
+    -- was planned, on young tables, as a walk of every key). The rows
+    -- missing (a downstream's or a key's first use), found without a lock,
+    -- are inserted first, in order, as every batch does before it locks:
+    -- no batch waits for an insert while it holds a lock another needs.
+    IF (SELECT count(*) - count(l.one)
+        FROM (SELECT DISTINCT y FROM unnest(give_downstreams || take_downstreams) AS y) AS y
+        LEFT JOIN LATERAL (SELECT 1 AS one FROM {schema}.downstream_state x WHERE x.name = y.y OFFSET 0) AS l ON true) > 0 THEN
         INSERT INTO {schema}.downstream_state (name)
         SELECT DISTINCT x FROM unnest(give_downstreams || take_downstreams) AS x ORDER BY 1
         ON CONFLICT DO NOTHING;
-        PERFORM 1 FROM {schema}.downstream_state x
-        WHERE x.name = ANY (give_downstreams || take_downstreams) ORDER BY x.name FOR UPDATE;
     END IF;
-    -- (Each key by its primary key, a lookup per key whatever the
-    -- statistics say: a join was planned, on young tables, as a walk of
-    -- every key.)
-    PERFORM 1 FROM (SELECT DISTINCT y.d, y.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
-                    ORDER BY 1, 2) AS y,
-                   LATERAL (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0 FOR UPDATE) AS l;
-    GET DIAGNOSTICS locked = ROW_COUNT;
-    IF locked < (SELECT count(DISTINCT (x.d, x.k)) FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS x(d, k)) THEN
+    IF (SELECT count(*) - count(l.one)
+        FROM (SELECT DISTINCT y.d, y.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)) AS y
+        LEFT JOIN LATERAL (SELECT 1 AS one FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0) AS l ON true) > 0 THEN
         INSERT INTO {schema}.flow_keys (downstream, key)
         SELECT DISTINCT x.d, x.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS x(d, k) ORDER BY 1, 2
         ON CONFLICT DO NOTHING;
-        PERFORM 1 FROM (SELECT DISTINCT y.d, y.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
-                        ORDER BY 1, 2) AS y,
-                       LATERAL (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0 FOR UPDATE) AS l;
     END IF;
+    PERFORM 1 FROM (SELECT DISTINCT y FROM unnest(give_downstreams || take_downstreams) AS y ORDER BY 1) AS y,
+                   LATERAL (SELECT 1 FROM {schema}.downstream_state x WHERE x.name = y.y OFFSET 0 FOR UPDATE) AS l;
+    PERFORM 1 FROM (SELECT DISTINCT y.d, y.k FROM unnest(give_downstreams || take_downstreams, give_keys || take_keys) AS y(d, k)
+                    ORDER BY 1, 2) AS y,
+                   LATERAL (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0 FOR UPDATE) AS l;
 
     IF cardinality(give_runs) > 0 THEN
         PERFORM {schema}._flow_gives(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes, by);
@@ -608,16 +605,19 @@ BEGIN
     live := ARRAY(SELECT x.r FROM unnest(take_runs, take_epochs) AS x(r, e),
                          LATERAL (SELECT r.status FROM {schema}.runs r WHERE r.id = x.r AND r.epoch = x.e OFFSET 0) AS h
                   WHERE h.status = 'running'); -- each run by its primary key, as the commit's fence finds it
-    FOR t IN SELECT y.d, y.k, count(*)::int AS c, x.concurrency FROM unnest(take_downstreams, take_keys) AS y(d, k)
+    FOR t IN SELECT y.d, y.k, count(*)::int AS c, x.concurrency, x.holds = 'run' AS by_run
+             FROM unnest(take_downstreams, take_keys) AS y(d, k)
              JOIN {schema}.downstreams x ON x.name = y.d WHERE x.concurrency IS NOT NULL
-             GROUP BY y.d, y.k, x.concurrency ORDER BY 1, 2 LOOP
+             GROUP BY y.d, y.k, x.concurrency, x.holds ORDER BY 1, 2 LOOP
         -- (A statement each, its values parameters of the index's search.)
-        -- Above a lowered limit, a slot goes once it is free: while one is
-        -- held, each take counts the holders (_flow_full).
+        -- Above a lowered limit, a slot goes once it is free or its holder
+        -- holds it no more: while one is held, each take counts the
+        -- holders (_flow_full).
         top := coalesce((SELECT max(z.slot) FROM {schema}.flow_slots z WHERE z.downstream = t.d AND z.key = t.k), 0);
         IF top > t.concurrency THEN
             DELETE FROM {schema}.flow_slots z
-            WHERE z.downstream = t.d AND z.key = t.k AND z.slot > t.concurrency AND z.run_id IS NULL;
+            WHERE z.downstream = t.d AND z.key = t.k AND z.slot > t.concurrency
+              AND (z.run_id IS NULL OR NOT {schema}._holds(z.run_id, z.epoch, t.by_run));
         ELSIF top < t.concurrency AND (SELECT count(*) FROM (
                 SELECT 1 FROM {schema}.flow_slots z WHERE z.downstream = t.d AND z.key = t.k AND z.run_id IS NULL
                 LIMIT t.c) AS f) < t.c THEN
@@ -923,7 +923,10 @@ BEGIN
                                 ELSE x.window_calls + n_calls END,
             window_errors = CASE WHEN x.window_start + d.breaker_window_ms * interval '1 millisecond' < now() THEN n_errors
                                  ELSE x.window_errors + n_errors END,
-            error_streak = coalesce(n_tail, x.error_streak + n_errors)
+            -- (A streak, too, is of the window's calls: failures of long
+            -- ago, or from before a breaker was declared, open nothing.)
+            error_streak = CASE WHEN x.window_start + d.breaker_window_ms * interval '1 millisecond' < now() THEN coalesce(n_tail, n_errors)
+                                ELSE coalesce(n_tail, x.error_streak + n_errors) END
         WHERE x.name = k.downstream
         RETURNING * INTO s;
         IF s.breaker = 'closed' AND d.breaker_error_ratio IS NOT NULL THEN
@@ -961,6 +964,7 @@ DECLARE
     tids tid[];     -- their rows
     m integer;
     n integer := 0;
+    n_retries integer := 0;
 BEGIN
     SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = ds;
     SELECT * INTO s FROM {schema}.downstream_state x WHERE x.name = ds;
@@ -972,13 +976,16 @@ BEGIN
         RETURN QUERY SELECT x.r, x.e, x.st, x.a FROM unnest(runs, epochs, steps, attempts, dss) AS x(r, e, st, a, dn)
                      WHERE x.dn = ds AND x.r = ANY (live) AND NOT x.r = ANY (repeats);
         GET DIAGNOSTICS n = ROW_COUNT;
+        n_retries := (SELECT count(*) FROM unnest(runs, dss, retries) AS x(r, dn, rt)
+                      WHERE x.dn = ds AND x.rt AND x.r = ANY (live) AND NOT x.r = ANY (repeats))::int;
     ELSE
         -- A key at a time, each statement's values parameters of its
         -- index's search (a join of the takes to the slots was planned, on
         -- young tables, as a walk of every slot of the key per take).
         FOR kk IN SELECT x.k, array_agg(x.r ORDER BY x.n) AS rs, array_agg(x.e ORDER BY x.n) AS es,
-                         array_agg(x.st ORDER BY x.n) AS sts, array_agg(x.a ORDER BY x.n) AS ats
-                  FROM unnest(runs, epochs, steps, attempts, dss, keys) WITH ORDINALITY AS x(r, e, st, a, dn, k, n)
+                         array_agg(x.st ORDER BY x.n) AS sts, array_agg(x.a ORDER BY x.n) AS ats,
+                         array_agg(x.rt ORDER BY x.n) AS rts
+                  FROM unnest(runs, epochs, steps, attempts, dss, keys, retries) WITH ORDINALITY AS x(r, e, st, a, dn, k, rt, n)
                   WHERE x.dn = ds AND x.r = ANY (live) AND NOT x.r = ANY (repeats)
                   GROUP BY x.k ORDER BY x.k LOOP
             -- The key's free slots, as many as it has takes, while none is
@@ -1006,12 +1013,17 @@ BEGIN
                 SELECT kk.rs[i], kk.es[i], kk.sts[i], kk.ats[i]
                 FROM took, LATERAL (SELECT array_position(free, took.slot) AS i) AS p;
                 GET DIAGNOSTICS m = ROW_COUNT;
-                n := n + m;
+                IF m <> cardinality(free) THEN -- a slot changed under the key's lock: nothing may
+                    RAISE EXCEPTION '_flow_bulk: % of % free slots of downstream % key % taken', m, cardinality(free), ds, kk.k;
+                END IF;
+                n := n + m; -- the key's first m takes, in order
+                n_retries := n_retries + (SELECT count(*) FROM unnest(kk.rts[1:m]) AS r WHERE r)::int;
             END IF;
         END LOOP;
     END IF;
     IF n > 0 THEN
         s.admitted := s.admitted + n;
+        s.retries := s.retries + n_retries; -- (retries go here only without a retry budget)
         IF d.retry_ratio IS NOT NULL THEN -- n first attempts: the budget grows by n × ratio
             s.tokens := least(greatest(d.retry_per_s, 1),
                               coalesce(s.tokens, greatest(d.retry_per_s, 1))

@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/policy"
@@ -144,6 +145,30 @@ func TestCommit_ABreakerOpensWhenItsLastMinCallsFailed(t *testing.T) {
 	}
 }
 
+// A streak of errors is of the window's calls: errors from before the
+// window rolled over open nothing.
+func TestCommit_AStreakOfErrorsEndsWithItsWindow(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "api", []byte(`{"breaker_error_ratio": 0.5, "breaker_min_calls": 10, "breaker_window_ms": 1}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	lease := claimN(t, st, 1)[0]
+	for _, n := range []int{9, 1} {
+		w := store.Write{Lease: lease}
+		for range n {
+			w.Gives = append(w.Gives, store.FlowGive{Downstream: "api", Outcome: store.GiveError})
+		}
+		if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{w}); err != nil || res[0].Err != nil {
+			t.Fatalf("gives: %v %+v", err, res)
+		}
+		time.Sleep(20 * time.Millisecond) // past the window of 1 ms
+	}
+	if got := scalar[string](t, st, `SELECT breaker || ' ' || error_streak FROM {schema}.downstream_state WHERE name = 'api'`); got != "closed 1" {
+		t.Errorf("9 errors, the window over, then 1: %s, want closed 1", got)
+	}
+}
+
 // Slots are made as takes need them, at least doubling, never above the
 // limit; a lowered limit's free slots above it go.
 func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
@@ -152,7 +177,7 @@ func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
 	if err := st.DeclareDownstream(t.Context(), "pool", []byte(`{"concurrency": 5}`), "w", "attempt"); err != nil {
 		t.Fatal(err)
 	}
-	leases := claimN(t, st, 7)
+	leases := claimN(t, st, 8)
 	pol, _ := json.Marshal(policy.Default())
 	take := func(ls ...store.Lease) []store.WriteResult {
 		t.Helper()
@@ -204,5 +229,39 @@ func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
 	}
 	if got := rows(); got != "4 2" {
 		t.Errorf("after the lowered limit's take: %s slot rows and held, want 4 2 (slots 1, 2 and the two held above)", got)
+	}
+	// The holder of slot 5 loses its lease (another epoch): its slot goes
+	// too, and with one held, the next take is admitted.
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), leases[4].RunID); err != nil {
+		t.Fatal(err)
+	}
+	if r := take(leases[7])[0]; r.Err != nil || r.Denied != nil {
+		t.Errorf("a take with 1 held at a limit of 2: %+v, want admitted", r)
+	}
+	if got := rows(); got != "3 2" {
+		t.Errorf("after the dead holder's slot above the limit went: %s slot rows and held, want 3 2 (slots 1, 2, 4)", got)
+	}
+}
+
+// A retry admitted under a downstream with no retry budget counts as one.
+func TestCommit_ARetryAdmittedWithoutABudgetIsCounted(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "pool", []byte(`{"concurrency": 5}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	leases := claimN(t, st, 2)
+	pol, _ := json.Marshal(policy.Default())
+	var ws []store.Write
+	for i, l := range leases {
+		ws = append(ws, store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1 + i, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: "pool", Retry: i == 1}}})
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), ws)
+	if err != nil || res[0].Err != nil || res[1].Err != nil || res[0].Denied != nil || res[1].Denied != nil {
+		t.Fatalf("takes: %v %+v", err, res)
+	}
+	if got := scalar[string](t, st, `SELECT admitted || ' ' || retries FROM {schema}.downstream_state WHERE name = 'pool'`); got != "2 1" {
+		t.Errorf("admitted and retries: %s, want 2 1", got)
 	}
 }
