@@ -18,12 +18,18 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // newPool opens a pool of exactly size connections, all of them connected
 // before it returns, so that no timed part pays for connecting.
 func newPool(ctx context.Context, url string, size int32) (*pgxpool.Pool, error) {
+	return newNamedPool(ctx, url, size, appName)
+}
+
+// newNamedPool is newPool with application_name name (appName and more:
+// the noise watcher counts the others).
+func newNamedPool(ctx context.Context, url string, size int32, name string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	cfg.MaxConns, cfg.MinConns = size, size
-	cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

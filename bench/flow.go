@@ -118,8 +118,9 @@ func registerFlow(ctx context.Context, w *runtime.Worker, o workerOpts) (func(),
 	closeLog := func() {}
 	if spec.Count {
 		// The log writes through connections of its own, as a remote
-		// system would see the calls: never the worker's.
-		pool, err := newPool(ctx, o.url, 2)
+		// system would see the calls: never the worker's, and named by
+		// this process (see endCallsOf).
+		pool, err := newNamedPool(ctx, o.url, 2, callLogName(os.Getpid()))
 		if err != nil {
 			return nil, err
 		}
@@ -243,9 +244,23 @@ func (l *callLog) enter(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
+// callLogName is the application_name of process pid's call log.
+func callLogName(pid int) string { return fmt.Sprintf("%s calls %d", appName, pid) }
+
 // endCallsOf records that the calls in flight of process pid, which was
-// killed, ended now: they leave the count in flight.
+// killed, ended now: they leave the count in flight. It waits first for
+// the server to end the process's call log sessions: a statement the
+// process sent just before it died still runs to its end (a call counted
+// in, after the calls were ended, counted in flight for ever: F-conc's
+// gauge once read 22 at a limit of 20, the calls' own times 20).
 func endCallsOf(ctx context.Context, pool *pgxpool.Pool, schema string, pid int) error {
+	if err := waitFor(ctx, 10*time.Millisecond, 30*time.Second, "the killed process's call log sessions to end", func() (bool, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, callLogName(pid)).Scan(&n)
+		return n == 0, err
+	}); err != nil {
+		return err
+	}
 	_, err := pool.Exec(ctx, sqlIn(`
 		WITH c AS (UPDATE {s}.`+flowCallsTable+` SET returned_at = clock_timestamp(), killed = true
 		           WHERE pid = $1 AND returned_at IS NULL RETURNING 1)

@@ -88,7 +88,7 @@ func (m *meter) start(ctx context.Context) (reading, error) {
 			var others int
 			err := m.watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE backend_type = 'client backend' AND state <> 'idle'
-				AND application_name <> $1 AND pid <> pg_backend_pid()`, appName).Scan(&others)
+				AND application_name NOT LIKE $1 || '%' AND pid <> pg_backend_pid()`, appName).Scan(&others)
 			if err == nil && others > 0 {
 				n++
 			}
