@@ -540,7 +540,6 @@ DECLARE
     wait float8;
     probe boolean;
     em float8; -- the rate's emission interval, ms
-    held integer;
     slot_no integer;
     wake timestamptz;
     due timestamptz; -- when a denied take is due again; NULL: when woken
