@@ -35,22 +35,15 @@ type callerTx struct {
 	blocked atomic.Int64 // samples that found a session waiting for the caller's transaction
 }
 
-// dbErrors is an Observer that keeps the database errors a worker met, by
-// path, so that a test failing on one says which and why.
+// dbErrors is an Observer (outcomes, batch_test.go) that also keeps the
+// database errors a worker met (runtime.DatabaseObserver), by path, so that
+// a test failing on one says which and why.
 type dbErrors struct {
+	outcomes
 	mu   sync.Mutex
 	errs []string
 }
 
-func (o *dbErrors) SegmentStarted(ctx context.Context, _ runtime.Segment) context.Context { return ctx }
-func (o *dbErrors) SegmentEnded(context.Context, runtime.Segment, runtime.SegmentEnd)     {}
-func (o *dbErrors) AttemptStarted(ctx context.Context, _ runtime.Attempt) (context.Context, runtime.TraceRef) {
-	return ctx, runtime.TraceRef{}
-}
-func (o *dbErrors) AttemptEnded(context.Context, runtime.Attempt, runtime.AttemptEnd) {}
-func (o *dbErrors) AttemptLost(context.Context, runtime.Attempt, time.Time, runtime.TraceRef) {
-}
-func (o *dbErrors) LeaseLost(context.Context, runtime.Segment) {}
 func (o *dbErrors) DatabaseError(path string, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
