@@ -164,17 +164,22 @@ CREATE TABLE {schema}.throttles (
 );
 
 CREATE INDEX throttles_run_idx ON {schema}.throttles (run_id, step);
-CREATE INDEX throttles_open_idx ON {schema}.throttles (run_id, step) WHERE ended_at IS NULL;
-CREATE INDEX throttles_waiting_idx ON {schema}.throttles (downstream) WHERE ended_at IS NULL;
+-- A downstream's open waits (ended_at NULL sorts last among its waits). Not
+-- a partial index: one whose predicate (ended_at IS NULL) a query implies
+-- is a candidate for it even without a condition on its columns, and plans
+-- cached on young tables chose such an index to walk every open wait (of
+-- every downstream, of every run) for a lookup of one.
+CREATE INDEX throttles_downstream_idx ON {schema}.throttles (downstream, ended_at);
 
 -- _waiting counts the steps waiting on a downstream's limits now: open
 -- throttles of runs not yet ended (a run cancelled while it waited leaves
 -- its throttle open, and is not counted).
 CREATE FUNCTION {schema}._waiting(ds text) RETURNS bigint
 LANGUAGE sql STABLE AS $$
-    SELECT count(*) FROM {schema}.throttles t
-    WHERE t.downstream = ds AND t.ended_at IS NULL
-      AND EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = t.run_id AND r.status IN ('queued', 'running'))
+    -- (The open waits by the downstream's index alone, OFFSET 0: joined to
+    -- runs, a plan of young tables walked another index of every wait.)
+    SELECT count(*) FROM (SELECT t.run_id FROM {schema}.throttles t WHERE t.downstream = ds AND t.ended_at IS NULL OFFSET 0) AS t
+    WHERE EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = t.run_id AND r.status IN ('queued', 'running'))
 $$;
 
 -- A deleted run takes its throttles and waits with it.
@@ -1138,7 +1143,15 @@ BEGIN
     -- And every downstream something waits on: a waiter's releaser may end
     -- without a give (a lost lease, a run failed by the backstop), and the
     -- workers alive may never have used the downstream themselves.
-    names := ARRAY(SELECT DISTINCT x FROM unnest(names || ARRAY(SELECT DISTINCT w.downstream FROM {schema}.flow_waiters w)) AS x);
+    -- (The downstreams with waiters, one index probe each, not every
+    -- waiter read: a skip scan of flow_waiters_queue_idx.)
+    names := ARRAY(SELECT DISTINCT x FROM unnest(names || ARRAY(
+        WITH RECURSIVE w(ds) AS (
+            SELECT (SELECT min(x.downstream) FROM {schema}.flow_waiters x)
+            UNION ALL
+            SELECT (SELECT min(x.downstream) FROM {schema}.flow_waiters x WHERE x.downstream > w.ds)
+            FROM w WHERE w.ds IS NOT NULL)
+        SELECT w.ds FROM w WHERE w.ds IS NOT NULL)) AS x);
     -- Nothing to give back or wake without a waiter or a breaker not
     -- closed: then no lock, which would hold up the commits that admit
     -- until the claim's transaction ends (the sweep waited for them, and

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,14 +19,32 @@ import (
 // TestFlow_EveryStatementFindsItsRowsByKey: the statements inside _flow
 // read only the rows of their batch, each through its key, in the plans a
 // worker's session caches for them (generic: a commit's planner settings),
-// on flow tables whose statistics were taken while they were empty, with a
-// key of 5,000 slots, 48 of them held. On such tables two statements of
-// migration 16 once read every slot of the key for each row of the batch
-// (a slot = ANY and a top slot left as filters, a give's holder looked up
-// by the key alone). Every nested statement's plan is read as PostgreSQL
-// runs it, from auto_explain, with the rows each scan removed.
+// and none is JIT-compiled on a server that compiles everything
+// (jit_above_cost 0), with a key of 5,000 slots, 48 of them held:
+//
+//   - young: every table analyzed while empty (on such tables two
+//     statements of migration 16 once read every slot of the key for each
+//     row of the batch: a slot = ANY and a top slot left as filters, a
+//     give's holder looked up by the key alone);
+//   - history: 200,000 finished runs and their attempts, analyzed with the
+//     flow tables as they are before the batch.
+//
+// Every nested statement's plan is read as PostgreSQL runs it, from
+// auto_explain, with the rows each scan removed.
 func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		history int
+	}{{"young", 0}, {"history", 200_000}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkFlowPlans(t, c.history)
+		})
+	}
+}
+
+func checkFlowPlans(t *testing.T, history int) {
 	st := newStore(t)
 	ctx := t.Context()
 	exec := func(q string, args ...any) {
@@ -37,7 +56,15 @@ func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
 	if err := st.DeclareDownstream(ctx, "api", []byte(`{"concurrency": 10000, "breaker_error_ratio": 0.5}`), "w", "attempt"); err != nil {
 		t.Fatal(err)
 	}
-	exec(`ANALYZE {schema}.flow_slots, {schema}.flow_keys, {schema}.downstream_state, {schema}.flow_waiters, {schema}.throttles`)
+	if history > 0 {
+		exec(fmt.Sprintf(`
+			INSERT INTO {schema}.runs (id, workflow, input, status, output, started_at, finished_at)
+			SELECT gen_random_uuid(), 'wf', '{}', 'completed', '1', now(), now() FROM generate_series(1, %d);
+			INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, ended_at, epoch, worker)
+			SELECT id, 1, 1, 'a', 'succeeded', now(), 1, 'w' FROM {schema}.runs`, history))
+	}
+	exec(`ANALYZE {schema}.runs, {schema}.attempts, {schema}.flow_slots, {schema}.flow_keys, {schema}.downstream_state,
+		{schema}.flow_waiters, {schema}.throttles`)
 	const held = 48
 	leases := claimN(t, st, 2*held)
 	var ids []string
@@ -65,7 +92,8 @@ func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;
 		SET auto_explain.log_nested_statements = on; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off;
-		SET auto_explain.log_level = notice`); err != nil {
+		SET auto_explain.log_level = notice;
+		SET jit = on; SET jit_above_cost = 0; SET jit_inline_above_cost = 0; SET jit_optimize_above_cost = 0`); err != nil {
 		t.Fatalf("auto_explain, which this test reads plans with (PostgreSQL's contrib): %v", err)
 	}
 
@@ -99,6 +127,27 @@ func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
 	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != held {
 		t.Fatalf("%d slots held after %d gives and %d takes, want %d", n, held, held, held)
 	}
+	// The sweep, as a claim's transaction runs it: with nothing waiting
+	// (no lock), then with a waiter (the locks, the count of holders).
+	sweep := func() {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		for _, q := range []string{`CALL {schema}.planner('write')`, `SELECT * FROM {schema}.flow_sweep(ARRAY['api'])`} {
+			if _, err := tx.Exec(ctx, replaceSchema(q, st.Schema())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep()
+	exec(`INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since) VALUES ('api', '', 'concurrency', $1, now())`, leases[0].RunID)
+	sweep()
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -113,8 +162,11 @@ func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
 		for _, bad := range wideFlowAccess(p) {
 			t.Errorf("%s in the plan of\n%s", bad, p)
 		}
+		if strings.Contains(p, "JIT:") {
+			t.Errorf("JIT-compiled at jit_above_cost = 0 under the commit's planner settings:\n%s", p)
+		}
 	}
-	if nested < 10 {
+	if nested < 20 {
 		t.Fatalf("%d plans of statements on the flow tables read, want every statement of _flow's (auto_explain's nested statements): %q", nested, plans)
 	}
 }

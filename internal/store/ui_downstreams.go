@@ -166,7 +166,7 @@ func (s *Store) UILimitChanges(ctx context.Context, downstream string, limit int
 
 // UIWaitingOn lists the queued runs waiting on downstream (runs.waiting_for
 // = 'limit:<downstream>'), oldest wait first, at most limit (0: 100): the
-// open throttles of the downstream, through throttles_waiting_idx, and
+// open throttles of the downstream, through throttles_downstream_idx, and
 // their runs by primary key.
 func (s *Store) UIWaitingOn(ctx context.Context, downstream string, limit int) ([]UIWaitingRun, error) {
 	if limit <= 0 {
