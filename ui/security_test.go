@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/ui"
 )
@@ -165,13 +166,17 @@ func TestLogin_OtherSitesAndManyAddressesCannotLockTheTokenOut(t *testing.T) {
 	}
 
 	// 5,000 IPv6 /64s guess once each: 60 guesses are compared, and the
-	// others are refused before.
+	// others are refused before. The global bucket refills one guess a
+	// second while they guess (on a slow machine the loop takes seconds),
+	// so each whole second it took allows one more.
 	codes := map[int]int{}
+	began := time.Now()
 	for i := range 5000 {
 		codes[login(fmt.Sprintf("2001:db8:%x::1", i), "guess").Code]++
 	}
-	if codes[http.StatusForbidden] != 60 || codes[http.StatusTooManyRequests] != 4940 {
-		t.Fatalf("5,000 addresses' guesses answered %v, want 60 × 403 and 4,940 × 429", codes)
+	refilled := int(time.Since(began) / time.Second)
+	if n := codes[http.StatusForbidden]; n < 60 || n > 60+refilled || n+codes[http.StatusTooManyRequests] != 5000 {
+		t.Fatalf("5,000 addresses' guesses in %v answered %v, want 60 (+ %d refilled) × 403 and the rest 429", time.Since(began), codes, refilled)
 	}
 	want(t, login("198.51.100.9", testToken), http.StatusTooManyRequests, `too many wrong tokens from many addresses`)
 	if w := login("127.0.0.1", testToken); w.Code != http.StatusSeeOther {
