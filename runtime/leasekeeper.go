@@ -221,7 +221,7 @@ func (k *leaseKeeper) settle(held []*execution, renewed map[store.Lease]store.Le
 				e.lose("lease not renewed within its TTL")
 			}
 		default:
-			e.lose("heartbeat found the lease taken or the run cancelled")
+			e.lose("heartbeat found the lease taken, expired by the database clock, or the run cancelled")
 		}
 	}
 }

@@ -68,3 +68,32 @@ func TestRenew_NeverWaitsBehindAWorkersWrites(t *testing.T) {
 		t.Fatalf("after a takeover: %v; want the taken lease missing", renewed)
 	}
 }
+
+// A lease that expired by the database's clock is not extended, even when
+// no other worker claimed its run yet: its slots under a downstream's limits
+// count free from its expiry, so a late renewal would let its holder run
+// beside the attempt that took them. It is missing from the result, as a
+// lost lease; the run is left to be reclaimed.
+func TestRenew_NeverExtendsALeaseThatExpired(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	leases := claimN(t, st, 2)
+	expired, live := leases[0], leases[1]
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET lease_expires_at = now() - interval '1 millisecond' WHERE id = $1`, st.Schema()), expired.RunID); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := st.Renew(t.Context(), st.Pool(), leases, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, held := renewed[expired]; held || !renewed[live].Renewed || len(renewed) != 1 {
+		t.Fatalf("renewed %v; want only the live lease, the expired one missing", renewed)
+	}
+	var stillExpired bool
+	if err := st.Pool().QueryRow(t.Context(), replaceSchema(`SELECT lease_expires_at < now() FROM {schema}.runs WHERE id = $1`, st.Schema()), expired.RunID).Scan(&stillExpired); err != nil {
+		t.Fatal(err)
+	}
+	if !stillExpired {
+		t.Fatal("the expired lease was extended")
+	}
+}

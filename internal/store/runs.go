@@ -236,7 +236,12 @@ type Lease struct {
 // still held under that lease but its row was locked by a write in flight (a
 // commit of the run's own worker, say), so it was skipped rather than waited
 // for: try again at the next beat. A lease missing from the result was lost:
-// another worker claimed the run, or it was cancelled or ended. The renewal
+// another worker claimed the run, or it was cancelled or ended, or the lease
+// expired by the database's clock before this renewal ran. An expired lease
+// is never extended, even when nobody claimed the run yet: from its expiry
+// the run's slots under a downstream's limits count free (_flow_full), so a
+// holder that renewed it late would run beside the attempt that took its
+// slot. The renewal
 // never waits for a lock, and the step-level writes of a worker lock their
 // run's row only FOR KEY SHARE, which does not hold it up. The worker runs it
 // on a connection of its own, so that a pool busy with activities cannot
@@ -277,9 +282,9 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 			SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, epoch)),
 		free AS ( -- each run by its primary key, not a scan of every running run (see fence)
 			SELECT held.id FROM h, LATERAL (
-				SELECT r.id, r.status FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch
+				SELECT r.id, r.status, r.lease_expires_at FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch
 				OFFSET 0 FOR NO KEY UPDATE SKIP LOCKED) AS held
-			WHERE held.status = 'running'),
+			WHERE held.status = 'running' AND held.lease_expires_at > now()),
 		renewed AS (
 			UPDATE {schema}.runs r
 			SET lease_expires_at = now() + $3 * interval '1 millisecond'
@@ -289,8 +294,8 @@ func (s *Store) Renew(ctx context.Context, db DB, leases []Lease, ttl time.Durat
 		SELECT h.id, h.epoch, renewed.id IS NOT NULL, coalesce(renewed.cancel, false)
 		FROM h LEFT JOIN renewed ON renewed.id = h.id
 		WHERE renewed.id IS NOT NULL
-		   OR EXISTS (SELECT FROM (SELECT r.status FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch OFFSET 0) AS r
-		              WHERE r.status = 'running')`),
+		   OR EXISTS (SELECT FROM (SELECT r.status, r.lease_expires_at FROM {schema}.runs r WHERE r.id = h.id AND r.epoch = h.epoch OFFSET 0) AS r
+		              WHERE r.status = 'running' AND r.lease_expires_at > now())`),
 		args...)
 	if err != nil {
 		return nil, s.wrap("renew leases", err)
