@@ -90,13 +90,20 @@ func (l *Ledger) Record(ctx context.Context, info activities.Info) (uuid.UUID, e
 	return id, nil
 }
 
-// Returned records that the invocation id returned, now by the database's
-// clock, retried as Record is (an update that happened twice only moves
-// the time by the retry's delay). The flow invariants read it: a call that
-// returned no longer occupies its downstream.
-func (l *Ledger) Returned(ctx context.Context, id uuid.UUID) error {
-	err := l.exec(ctx, `UPDATE `+pgx.Identifier{l.schema}.Sanitize()+`.ledger SET returned_at = clock_timestamp()
-		WHERE id = $1 AND returned_at IS NULL`, id)
+// Returned records that the invocation id returned at the instant at (on
+// the worker's clock), retried as Record is. The database's clock stamps
+// it, less the time the statement took to get there (a busy pool, a retry),
+// measured on the worker's clock just before each try: a return is not
+// moved later by its own record's delay. The flow invariants read it: a
+// call that returned no longer occupies its downstream.
+func (l *Ledger) Returned(ctx context.Context, id uuid.UUID, at time.Time) error {
+	stmt := `UPDATE ` + pgx.Identifier{l.schema}.Sanitize() + `.ledger
+		SET returned_at = clock_timestamp() - $2 * interval '1 microsecond'
+		WHERE id = $1 AND returned_at IS NULL`
+	err := l.retry(ctx, func(ctx context.Context) error {
+		_, err := l.pool.Exec(ctx, stmt, id, time.Since(at).Microseconds())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("workload: record the return of invocation %s: %w", id, err)
 	}
@@ -105,10 +112,18 @@ func (l *Ledger) Returned(ctx context.Context, id uuid.UUID) error {
 
 // exec runs stmt until it succeeds, for up to recordFor whatever ctx says.
 func (l *Ledger) exec(ctx context.Context, stmt string, args ...any) error {
+	return l.retry(ctx, func(ctx context.Context) error {
+		_, err := l.pool.Exec(ctx, stmt, args...)
+		return err
+	})
+}
+
+// retry calls try until it succeeds, for up to recordFor whatever ctx says.
+func (l *Ledger) retry(ctx context.Context, try func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFor)
 	defer cancel()
 	for {
-		_, err := l.pool.Exec(ctx, stmt, args...)
+		err := try(ctx)
 		if err == nil {
 			return nil
 		}

@@ -366,7 +366,7 @@ func (w *Workload) runLimited(ctx context.Context, s Step) (_ Mark, err error) {
 	}
 	// The call's return, for the flow invariants: it stops occupying the
 	// downstream here, before its attempt's end is written.
-	defer func() { err = errors.Join(err, w.ledger.Returned(ctx, id)) }()
+	defer func() { err = errors.Join(err, w.ledger.Returned(ctx, id, time.Now())) }()
 	if info, _ := activities.InfoFrom(ctx); info.Errors < s.Failures {
 		return m, fmt.Errorf("attempt %d: %w (%d of %d)", info.Attempt, errTransient, info.Errors+1, s.Failures)
 	}
