@@ -529,11 +529,17 @@ $$;
 -- already is admitted again at once. again says that a write of the batch
 -- may have committed before (store.Write.Again): only then is a take's
 -- attempt looked for, to answer a repeat as its first try was.
+--
+-- An admitted take's row carries the slot it took (NULL: none, or a
+-- repeat's), and a give may carry it back (give_slots, NULL where not
+-- known): its slot is then found by its primary key, not among the key's
+-- held slots.
 CREATE FUNCTION {schema}._flow(
     give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
     take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
-    take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean DEFAULT true)
-RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8)
+    take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean DEFAULT true,
+    give_slots integer[] DEFAULT NULL)
+RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
@@ -546,6 +552,7 @@ DECLARE
     probe boolean;
     em float8; -- the rate's emission interval, ms
     slot_no integer;
+    held_slot integer; -- the slot a run holds already (a run's take)
     wake timestamptz;
     due timestamptz; -- when a denied take is due again; NULL: when woken
     tnow timestamptz; -- the take's time, once it holds the locks
@@ -556,6 +563,7 @@ DECLARE
     adm_attempts integer[] := '{}';
     adm_at timestamptz[] := '{}';
     bulk_epochs bigint[];
+    bulk_slots integer[];
     top integer; -- a key's highest slot
     th_ids bigint[]; -- the waits admissions end, with their ends
     th_at timestamptz[];
@@ -588,7 +596,7 @@ BEGIN
                    LATERAL (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = y.d AND x.key = y.k OFFSET 0 FOR UPDATE) AS l;
 
     IF cardinality(give_runs) > 0 THEN
-        PERFORM {schema}._flow_gives(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes, by);
+        PERFORM {schema}._flow_gives(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes, by, give_slots);
     END IF;
     IF coalesce(cardinality(take_runs), 0) = 0 THEN
         RETURN;
@@ -638,14 +646,14 @@ BEGIN
     -- downstream (_flow_bulk): an attempt under a limit that does not bind
     -- costs about what one under none does.
     SELECT coalesce(array_agg(b.run_id), '{}'), coalesce(array_agg(b.epoch), '{}'),
-           coalesce(array_agg(b.step), '{}'), coalesce(array_agg(b.attempt), '{}')
-    INTO adm_runs, bulk_epochs, adm_steps, adm_attempts
+           coalesce(array_agg(b.step), '{}'), coalesce(array_agg(b.attempt), '{}'), coalesce(array_agg(b.slot), '{}')
+    INTO adm_runs, bulk_epochs, adm_steps, adm_attempts, bulk_slots
     FROM (SELECT DISTINCT y AS ds FROM unnest(take_downstreams) AS y ORDER BY 1) AS y,
          LATERAL {schema}._flow_bulk(y.ds, take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys,
                                      take_retries, live, repeats) AS b;
     IF cardinality(adm_runs) > 0 THEN
         adm_at := array_fill(clock_timestamp(), ARRAY[cardinality(adm_runs)]);
-        RETURN QUERY SELECT x.r, x.e, NULL::text, NULL::float8 FROM unnest(adm_runs, bulk_epochs) AS x(r, e);
+        RETURN QUERY SELECT x.r, x.e, NULL::text, NULL::float8, x.sl FROM unnest(adm_runs, bulk_epochs, bulk_slots) AS x(r, e, sl);
     END IF;
 
     -- Then the others, a downstream at a time, in the batch's order: the
@@ -656,7 +664,7 @@ BEGIN
                  WITH ORDINALITY AS x(run_id, epoch, step, attempt, downstream, key, retry, policy, n)
              WHERE NOT x.run_id = ANY (adm_runs) ORDER BY x.downstream, n LOOP
         IF t.run_id = ANY (repeats) THEN
-            run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL;
+            run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL; slot := NULL;
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -669,7 +677,7 @@ BEGIN
             JOIN {schema}.throttles th ON th.run_id = r.id AND th.step = t.step AND th.ended_at IS NULL
             WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'queued' AND r.waiting_for = 'limit:' || t.downstream;
             IF FOUND THEN
-                run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait;
+                run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait; slot := NULL;
                 RETURN NEXT;
             END IF;
             CONTINUE; -- else the lease is lost: nothing to admit; the start's fence refuses it
@@ -715,14 +723,17 @@ BEGIN
                 s.retry_wake := wake + 1 / greatest(d.retry_per_s, 0.001) * interval '1 second';
             END IF;
         END IF;
-        IF why IS NULL AND d.concurrency IS NOT NULL
-           AND NOT (d.holds = 'run' AND EXISTS (SELECT 1 FROM {schema}.flow_slots x
-                                                WHERE x.run_id = t.run_id AND x.downstream = t.downstream AND x.key = t.key)) THEN
+        held_slot := NULL;
+        IF d.holds = 'run' AND d.concurrency IS NOT NULL THEN
+            SELECT x.slot INTO held_slot FROM {schema}.flow_slots x
+            WHERE x.run_id = t.run_id AND x.downstream = t.downstream AND x.key = t.key LIMIT 1;
+        END IF;
+        IF why IS NULL AND d.concurrency IS NOT NULL AND held_slot IS NULL THEN
             -- (A run that holds its slot already, a resumption or a rescue,
-            -- takes none.) A free slot, found by its index whatever the
-            -- slots held, while there is no slot above the limit (one held
-            -- since the limit was lowered, the free ones gone above): then
-            -- fewer than the limit are held.
+            -- takes none, and is told the one it holds.) A free slot, found
+            -- by its index whatever the slots held, while there is no slot
+            -- above the limit (one held since the limit was lowered, the
+            -- free ones gone above): then fewer than the limit are held.
             SELECT x.slot INTO slot_no FROM {schema}.flow_slots x
             WHERE x.downstream = t.downstream AND x.key = t.key AND x.run_id IS NULL AND x.slot <= d.concurrency
               AND NOT EXISTS (SELECT 1 FROM {schema}.flow_slots y WHERE y.downstream = t.downstream AND y.key = t.key
@@ -731,7 +742,7 @@ BEGIN
             IF slot_no IS NULL THEN
                 SELECT f.slot, f.cause INTO slot_no, why FROM {schema}._flow_full(t.run_id, t.downstream, t.key, t.policy, d) AS f;
                 IF why = 'cancel-newest' THEN
-                    run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := NULL;
+                    run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := NULL; slot := NULL;
                     RETURN NEXT;
                     CONTINUE;
                 END IF;
@@ -784,7 +795,7 @@ BEGIN
             adm_steps := adm_steps || t.step;
             adm_attempts := adm_attempts || t.attempt;
             adm_at := adm_at || tnow;
-            run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL;
+            run_id := t.run_id; epoch := t.epoch; cause := NULL; wait_ms := NULL; slot := coalesce(slot_no, held_slot);
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -821,7 +832,7 @@ BEGIN
                    coalesce((SELECT x.began_at FROM {schema}.throttles x
                              WHERE x.run_id = t.run_id AND x.step = t.step AND x.ended_at IS NULL), now());
         END IF;
-        run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait;
+        run_id := t.run_id; epoch := t.epoch; cause := why; wait_ms := wait; slot := NULL;
         RETURN NEXT;
     END LOOP;
     IF s.name IS NOT NULL THEN
@@ -857,7 +868,8 @@ $$;
 -- calls and the error ratio of them, or when the last min_calls calls all
 -- failed: a window full of the successes before an outage does not keep
 -- it closed while every call fails.
-CREATE FUNCTION {schema}._flow_gives(runs uuid[], epochs bigint[], dss text[], keys text[], outcomes text[], by text)
+CREATE FUNCTION {schema}._flow_gives(runs uuid[], epochs bigint[], dss text[], keys text[], outcomes text[], by text,
+                                     slots integer[] DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -870,13 +882,22 @@ DECLARE
     n_errors integer;
     n_tail integer; -- errors after the batch's last success; NULL: none succeeded
 BEGIN
-    FOR k IN WITH g AS (SELECT * FROM unnest(runs, epochs, dss, keys, outcomes) AS x(run_id, epoch, downstream, key, outcome)),
-             freed AS (UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
-                       FROM g
-                       WHERE x.run_id = g.run_id AND x.downstream = g.downstream AND x.key = g.key
-                         AND (x.epoch = g.epoch OR g.outcome = 'run')
-                       RETURNING x.downstream, x.key)
-             SELECT f.downstream, f.key, count(*)::int AS n FROM freed f GROUP BY 1, 2 ORDER BY 1, 2 LOOP
+    -- A give that names its slot frees it by its primary key; one that
+    -- does not (a run's, a repeat's) looks for it among the key's held
+    -- slots. (unnest pads slots with NULLs.)
+    FOR k IN WITH g AS (SELECT * FROM unnest(runs, epochs, dss, keys, outcomes, slots) AS x(run_id, epoch, downstream, key, outcome, slot)),
+             by_slot AS (UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
+                         FROM g
+                         WHERE g.slot IS NOT NULL AND x.downstream = g.downstream AND x.key = g.key AND x.slot = g.slot
+                           AND x.run_id = g.run_id AND (x.epoch = g.epoch OR g.outcome = 'run')
+                         RETURNING x.downstream, x.key),
+             by_run AS (UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
+                        FROM g
+                        WHERE g.slot IS NULL AND x.run_id = g.run_id AND x.downstream = g.downstream AND x.key = g.key
+                          AND (x.epoch = g.epoch OR g.outcome = 'run')
+                        RETURNING x.downstream, x.key)
+             SELECT f.downstream, f.key, count(*)::int AS n
+             FROM (SELECT * FROM by_slot UNION ALL SELECT * FROM by_run) AS f GROUP BY 1, 2 ORDER BY 1, 2 LOOP
         IF EXISTS (SELECT 1 FROM {schema}.flow_waiters w
                    WHERE w.downstream = k.downstream AND w.cause = 'concurrency' AND w.key = k.key) THEN
             PERFORM {schema}._wake(k.downstream, k.key, 'concurrency', k.n);
@@ -955,10 +976,10 @@ $$;
 -- get its free slots, lowest first, in the batch's order, in one
 -- statement. A take it does not return (no free slot left, a repeat, a run
 -- no longer running) goes through _flow's loop. Returns the takes
--- admitted, counted in the downstream's state.
+-- admitted, each with its slot, counted in the downstream's state.
 CREATE FUNCTION {schema}._flow_bulk(ds text, runs uuid[], epochs bigint[], steps integer[], attempts integer[], dss text[],
                                     keys text[], retries boolean[], live uuid[], repeats uuid[])
-RETURNS TABLE (run_id uuid, epoch bigint, step integer, attempt integer)
+RETURNS TABLE (run_id uuid, epoch bigint, step integer, attempt integer, slot integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     d {schema}.downstreams;
@@ -977,7 +998,7 @@ BEGIN
         RETURN;
     END IF;
     IF d.concurrency IS NULL THEN
-        RETURN QUERY SELECT x.r, x.e, x.st, x.a FROM unnest(runs, epochs, steps, attempts, dss) AS x(r, e, st, a, dn)
+        RETURN QUERY SELECT x.r, x.e, x.st, x.a, NULL::integer FROM unnest(runs, epochs, steps, attempts, dss) AS x(r, e, st, a, dn)
                      WHERE x.dn = ds AND x.r = ANY (live) AND NOT x.r = ANY (repeats);
         GET DIAGNOSTICS n = ROW_COUNT;
         n_retries := (SELECT count(*) FROM unnest(runs, dss, retries) AS x(r, dn, rt)
@@ -1014,7 +1035,7 @@ BEGIN
                         epoch = kk.es[array_position(free, x.slot)], step = kk.sts[array_position(free, x.slot)], taken_at = now()
                     WHERE x.ctid = ANY (tids)
                     RETURNING x.slot)
-                SELECT kk.rs[i], kk.es[i], kk.sts[i], kk.ats[i]
+                SELECT kk.rs[i], kk.es[i], kk.sts[i], kk.ats[i], took.slot
                 FROM took, LATERAL (SELECT array_position(free, took.slot) AS i) AS p;
                 GET DIAGNOSTICS m = ROW_COUNT;
                 IF m <> cardinality(free) THEN -- a slot changed under the key's lock: nothing may
@@ -1338,7 +1359,7 @@ LEFT JOIN LATERAL (
 -- with the grants of docs/operations.md get them here; new roles, by those
 -- grants.
 REVOKE EXECUTE ON FUNCTION {schema}._flow(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
-    integer[], text[], text[], boolean[], text[], text, boolean) FROM PUBLIC;
+    integer[], text[], text[], boolean[], text[], text, boolean, integer[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.declare_downstream(text, jsonb, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.flow_sweep(text[]) FROM PUBLIC;
 DO $$

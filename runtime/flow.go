@@ -227,18 +227,18 @@ func (s *stepRun) begin(a attempt, ref TraceRef) (store.WriteResult, error) {
 		s.e.ending.Store(false)
 	}
 	if err == nil && started.Denied == nil {
-		s.held(a, take)
+		s.held(a, take, started.Slot)
 	}
 	return started, err
 }
 
 // held records that attempt a, just started, holds what its take was
-// given, until its end is written.
-func (s *stepRun) held(a attempt, t *store.FlowTake) {
+// given (slot: its concurrency slot, 0 for none), until its end is written.
+func (s *stepRun) held(a attempt, t *store.FlowTake, slot int32) {
 	if t == nil {
 		return
 	}
-	s.e.holding = &store.FlowGive{Downstream: t.Downstream, Key: t.Key, Outcome: store.GiveNone}
+	s.e.holding = &store.FlowGive{Downstream: t.Downstream, Key: t.Key, Outcome: store.GiveNone, Slot: slot}
 	if o, ok := s.e.w.cfg.Observer.(FlowObserver); ok {
 		o.Admitted(a.actx, t.Downstream)
 	}
@@ -354,6 +354,7 @@ func (e *execution) admitRun(wf sdk.Definition, keyErr error) bool {
 	switch d := res.Denied; {
 	case d == nil:
 		e.ending.Store(false)
+		hold.Slot = res.Slot // 0 when it held its slot already: then looked for by the run
 		return true
 	case d.Cause == store.PolicyCancelNewest:
 		e.runHold = nil // it holds none

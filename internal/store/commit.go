@@ -106,6 +106,9 @@ type WriteResult struct {
 	// refused by a limit: the attempt was not recorded, the run was parked
 	// (its lease given up) and the rest of the write applied.
 	Denied *Denial
+	// Slot is, for a StartAttempt whose Take was admitted, the concurrency
+	// slot it took (0: none, or not known), for its give (FlowGive.Slot).
+	Slot int32
 }
 
 // Commit applies many runs' writes in one transaction and one round trip: one
@@ -131,7 +134,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 	b := &pgx.Batch{}
 	c.queue(s, b)
 	res := s.send(ctx, db, planWrite, b)
-	fenced, denied, err := c.read(res)
+	fenced, flow, err := c.read(res)
 	if cerr := res.Close(); err == nil {
 		err = cerr
 	}
@@ -158,7 +161,7 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 				ok = fenced[k].has(id)
 			}
 		}
-		if d, no := denied[id]; no && c.flow.takes[i] { // a take of its own: no other part to fence
+		if d, no := flow.denied[id]; no && c.flow.takes[i] { // a take of its own: no other part to fence
 			out[i].Denied = &d
 			continue
 		}
@@ -167,6 +170,9 @@ func (s *Store) Commit(ctx context.Context, db Batcher, writes []Write) ([]Write
 			continue
 		}
 		out[i].Elapsed = fenced[kindStart].ms[id]
+		if c.flow.takes[i] {
+			out[i].Slot = flow.slots[id]
+		}
 		for _, k := range endKinds {
 			if c.has[k][i] {
 				out[i].Age = fenced[k].ms[id]
@@ -852,12 +858,19 @@ type markKey struct {
 
 func (f fencedSet) has(l Lease) bool { _, ok := f.ms[l]; return ok }
 
-func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, map[Lease]Denial, error) {
+// flowAnswer is what _flow said of a batch's takes: those it denied, and
+// the slots of those it admitted.
+type flowAnswer struct {
+	denied map[Lease]Denial
+	slots  map[Lease]int32
+}
+
+func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, flowAnswer, error) {
 	var out [kinds]fencedSet
-	var denied map[Lease]Denial
+	var flow flowAnswer
 	readFlow := func() error {
 		var err error
-		if denied, err = c.flow.read(res); err != nil {
+		if flow.denied, flow.slots, err = c.flow.read(res); err != nil {
 			return fmt.Errorf("flow: %w", err)
 		}
 		return nil
@@ -865,12 +878,12 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, map[Lease]De
 	for j, k := range c.order {
 		if j == c.flowAt {
 			if err := readFlow(); err != nil {
-				return out, nil, err
+				return out, flow, err
 			}
 		}
 		rows, err := res.Query()
 		if err != nil {
-			return out, nil, err
+			return out, flow, err
 		}
 		set := fencedSet{ms: map[Lease]time.Duration{}}
 		var id [16]byte
@@ -905,21 +918,21 @@ func (c *commitBatch) read(res pgx.BatchResults) ([kinds]fencedSet, map[Lease]De
 			return nil
 		})
 		if err != nil {
-			return out, nil, fmt.Errorf("%s: %w", kindNames[k], err)
+			return out, flow, fmt.Errorf("%s: %w", kindNames[k], err)
 		}
 		out[k] = set
 	}
 	if c.flowAt == len(c.order) {
 		if err := readFlow(); err != nil {
-			return out, nil, err
+			return out, flow, err
 		}
 	}
 	for range c.notifies {
 		if _, err := res.Exec(); err != nil {
-			return out, nil, fmt.Errorf("notify: %w", err)
+			return out, flow, fmt.Errorf("notify: %w", err)
 		}
 	}
-	return out, denied, nil
+	return out, flow, nil
 }
 
 var kindNames = [kinds]string{"complete steps", "end attempts", "fail steps", "mark steps", "record sleeps", "receive signals",

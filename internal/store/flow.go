@@ -35,6 +35,10 @@ type FlowGive struct {
 	Downstream string
 	Key        string
 	Outcome    string
+	// Slot is the concurrency slot the take was given
+	// (WriteResult.Slot), found by its primary key; 0 when not known (a
+	// run's slot): it is looked for among the key's held slots.
+	Slot int32
 }
 
 // Outcomes of a FlowGive.
@@ -60,6 +64,7 @@ type flowParts struct {
 	giveRuns                           []uuidParam
 	giveEpochs                         []int64
 	giveDownstreams, giveKeys, giveOut []string
+	giveSlots                          []*int32 // nil: not known
 	takeRuns                           []uuidParam
 	takeEpochs                         []int64
 	takeSteps, takeAttempts            []int32
@@ -78,6 +83,11 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 	for _, g := range w.Gives {
 		f.giveRuns, f.giveEpochs = append(f.giveRuns, id), append(f.giveEpochs, ep)
 		f.giveDownstreams, f.giveKeys, f.giveOut = append(f.giveDownstreams, g.Downstream), append(f.giveKeys, g.Key), append(f.giveOut, g.Outcome)
+		var slot *int32
+		if g.Slot > 0 {
+			slot = &g.Slot
+		}
+		f.giveSlots = append(f.giveSlots, slot)
 	}
 	t, step, attempt := w.Take, 0, 0
 	if a := w.StartAttempt; a != nil && a.Take != nil {
@@ -102,26 +112,31 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 // sqlFlow takes and gives back a batch's capacity (migration 16's _flow),
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
-const sqlFlow = `SELECT run_id, epoch, cause, wait_ms FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	b.Queue(s.sql(sqlFlow), f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
-		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again)
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots)
 }
 
-// read reads _flow's answer: the takes it denied.
-func (f *flowParts) read(res pgx.BatchResults) (map[Lease]Denial, error) {
+// read reads _flow's answer: the takes it denied, and the slots of those
+// it admitted.
+func (f *flowParts) read(res pgx.BatchResults) (map[Lease]Denial, map[Lease]int32, error) {
 	rows, err := res.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	denied := map[Lease]Denial{}
+	denied, slots := map[Lease]Denial{}, map[Lease]int32{}
 	var id [16]byte
 	var epoch int64
 	var cause *string
 	var wait *float64
-	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &cause, &wait}, func() error {
+	var slot *int32
+	_, err = pgx.ForEachRow(rows, []any{&id, &epoch, &cause, &wait, &slot}, func() error {
 		if cause == nil {
+			if slot != nil {
+				slots[Lease{RunID: id, Epoch: epoch}] = *slot
+			}
 			return nil
 		}
 		d := Denial{Cause: *cause, Wait: NoDue}
@@ -131,7 +146,7 @@ func (f *flowParts) read(res pgx.BatchResults) (map[Lease]Denial, error) {
 		denied[Lease{RunID: id, Epoch: epoch}] = d
 		return nil
 	})
-	return denied, err
+	return denied, slots, err
 }
 
 // DeclareDownstream writes the row of a downstream as code declares it

@@ -97,8 +97,9 @@ func checkFlowPlans(t *testing.T, history int) {
 		t.Fatalf("auto_explain, which this test reads plans with (PostgreSQL's contrib): %v", err)
 	}
 
-	// One batch: the holders give back (a quarter of them in an error), as many
-	// others take.
+	// One batch: the holders give back (a quarter of them in an error; half
+	// of them naming their slot, as an attempt's give does, the others not,
+	// as a run's), as many others take.
 	pol, _ := json.Marshal(policy.Default())
 	var writes []store.Write
 	for i, l := range leases {
@@ -109,6 +110,9 @@ func checkFlowPlans(t *testing.T, history int) {
 				o = store.GiveError
 			}
 			w.Gives = []store.FlowGive{{Downstream: "api", Outcome: o}}
+			if i%2 == 0 {
+				w.Gives[0].Slot = int32(i + 1)
+			}
 		} else {
 			w.StartAttempt = &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
 				Take: &store.FlowTake{Downstream: "api"}}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -174,17 +175,13 @@ func TestCommit_AStreakOfErrorsEndsWithItsWindow(t *testing.T) {
 func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	if err := st.DeclareDownstream(t.Context(), "pool", []byte(`{"concurrency": 5}`), "w", "attempt"); err != nil {
-		t.Fatal(err)
-	}
+	start := declarePool(t, st, 5)
 	leases := claimN(t, st, 8)
-	pol, _ := json.Marshal(policy.Default())
 	take := func(ls ...store.Lease) []store.WriteResult {
 		t.Helper()
 		var ws []store.Write
 		for _, l := range ls {
-			ws = append(ws, store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
-				Take: &store.FlowTake{Downstream: "pool"}}})
+			ws = append(ws, start(l, 1, store.FlowTake{Downstream: "pool"}))
 		}
 		res, err := st.Commit(t.Context(), st.Pool(), ws)
 		if err != nil {
@@ -247,15 +244,11 @@ func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
 func TestCommit_ARetryAdmittedWithoutABudgetIsCounted(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	if err := st.DeclareDownstream(t.Context(), "pool", []byte(`{"concurrency": 5}`), "w", "attempt"); err != nil {
-		t.Fatal(err)
-	}
+	start := declarePool(t, st, 5)
 	leases := claimN(t, st, 2)
-	pol, _ := json.Marshal(policy.Default())
 	var ws []store.Write
 	for i, l := range leases {
-		ws = append(ws, store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1 + i, Activity: "a", Policy: pol, Worker: "w",
-			Take: &store.FlowTake{Downstream: "pool", Retry: i == 1}}})
+		ws = append(ws, start(l, 1+i, store.FlowTake{Downstream: "pool", Retry: i == 1}))
 	}
 	res, err := st.Commit(t.Context(), st.Pool(), ws)
 	if err != nil || res[0].Err != nil || res[1].Err != nil || res[0].Denied != nil || res[1].Denied != nil {
@@ -263,5 +256,103 @@ func TestCommit_ARetryAdmittedWithoutABudgetIsCounted(t *testing.T) {
 	}
 	if got := scalar[string](t, st, `SELECT admitted || ' ' || retries FROM {schema}.downstream_state WHERE name = 'pool'`); got != "2 1" {
 		t.Errorf("admitted and retries: %s, want 2 1", got)
+	}
+}
+
+// declarePool declares downstream "pool" with a concurrency limit of n and
+// returns the write that starts attempt n of step 1 of a lease's run with
+// a take.
+func declarePool(t *testing.T, st *store.Store, n int) func(l store.Lease, attempt int, take store.FlowTake) store.Write {
+	t.Helper()
+	if err := st.DeclareDownstream(t.Context(), "pool", []byte(fmt.Sprintf(`{"concurrency": %d}`, n)), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := json.Marshal(policy.Default())
+	return func(l store.Lease, attempt int, take store.FlowTake) store.Write {
+		return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: attempt, Activity: "a", Policy: pol, Worker: "w", Take: &take}}
+	}
+}
+
+// An admitted take is told its slot, and a give that names it frees that
+// slot, found by its primary key, and only while the give's run holds it:
+// a give naming a slot another run holds frees nothing, and a give naming
+// none finds its run's slot among the key's.
+func TestCommit_AGiveFreesTheSlotItsTakeWasGiven(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	start := declarePool(t, st, 10)
+	leases := claimN(t, st, 3)
+	var ws []store.Write
+	for _, l := range leases {
+		ws = append(ws, start(l, 1, store.FlowTake{Downstream: "pool"}))
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := map[int32]bool{}
+	for i, r := range res {
+		if r.Err != nil || r.Denied != nil || r.Slot < 1 || slots[r.Slot] {
+			t.Fatalf("take %d: %+v, want admitted with a slot of its own", i, r)
+		}
+		slots[r.Slot] = true
+	}
+	held := func() string {
+		return scalar[string](t, st, `SELECT coalesce(string_agg(slot::text, ' ' ORDER BY slot), '') FROM {schema}.flow_slots WHERE downstream = 'pool' AND run_id IS NOT NULL`)
+	}
+	give := func(l store.Lease, slot int32) {
+		t.Helper()
+		w := store.Write{Lease: l, Gives: []store.FlowGive{{Downstream: "pool", Outcome: store.GiveOK, Slot: slot}}}
+		if r, err := st.Commit(t.Context(), st.Pool(), []store.Write{w}); err != nil || r[0].Err != nil {
+			t.Fatalf("give: %v %+v", err, r)
+		}
+	}
+	give(leases[0], res[1].Slot) // another run's slot
+	if got := held(); got != "1 2 3" {
+		t.Fatalf("after a give naming another run's slot: held %q, want 1 2 3", got)
+	}
+	give(leases[0], res[0].Slot)
+	give(leases[2], 0)
+	if got, want := held(), fmt.Sprint(res[1].Slot); got != want {
+		t.Fatalf("after the gives of runs 1 (its slot) and 3 (no slot): held %q, want %s", got, want)
+	}
+}
+
+// A run's take of a workflow's concurrency key is told its slot, and so is
+// the take of the same run under a later lease (a resumption, a rescue),
+// which takes none: the slot it holds already. The run's end gives it back
+// by that slot.
+func TestCommit_ARunsTakeIsToldTheSlotItHolds(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "wf:key", []byte(`{"concurrency": 2}`), "w", "run"); err != nil {
+		t.Fatal(err)
+	}
+	l := claimN(t, st, 1)[0]
+	take := func(l store.Lease) store.WriteResult {
+		t.Helper()
+		r, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: l, Take: &store.FlowTake{Downstream: "wf:key", Policy: store.PolicyQueue}}})
+		if err != nil || r[0].Err != nil || r[0].Denied != nil {
+			t.Fatalf("take: %v %+v", err, r)
+		}
+		return r[0]
+	}
+	first := take(l)
+	if first.Slot < 1 {
+		t.Fatalf("the run's take: %+v, want a slot", first)
+	}
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), l.RunID); err != nil {
+		t.Fatal(err)
+	}
+	l.Epoch++
+	if again := take(l); again.Slot != first.Slot {
+		t.Fatalf("the take under the next lease: slot %d, want %d, the one it holds", again.Slot, first.Slot)
+	}
+	w := store.Write{Lease: l, Gives: []store.FlowGive{{Downstream: "wf:key", Outcome: store.GiveRun, Slot: first.Slot}}}
+	if r, err := st.Commit(t.Context(), st.Pool(), []store.Write{w}); err != nil || r[0].Err != nil {
+		t.Fatalf("give: %v %+v", err, r)
+	}
+	if n := scalar[int64](t, st, `SELECT count(run_id) FROM {schema}.flow_slots WHERE downstream = 'wf:key'`); n != 0 {
+		t.Fatalf("%d slots held after the run gave its back, want 0", n)
 	}
 }
