@@ -805,13 +805,19 @@ BEGIN
         IF due IS NOT NULL THEN
             wait := greatest(extract(epoch FROM due - clock_timestamp()) * 1000, 0);
         END IF;
+        -- (The run by its primary key, its status tested outside the
+        -- lookup: naming status = 'running' in it made runs_lease_idx, whose
+        -- predicate that implies, a candidate, planned on young tables as a
+        -- walk of every running run.)
         UPDATE {schema}.runs r SET status = 'queued',
             run_after = CASE WHEN r.cancel_requested_at IS NOT NULL THEN now()
                              WHEN due IS NULL THEN 'infinity'
                              ELSE due END,
             waiting_for = 'limit:' || t.downstream,
             claimant = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE r.id = t.run_id AND r.epoch = t.epoch AND r.status = 'running';
+        FROM (SELECT x.id, x.status FROM {schema}.runs x WHERE x.id = t.run_id AND x.epoch = t.epoch
+              OFFSET 0 FOR NO KEY UPDATE) AS h
+        WHERE r.id >= h.id AND r.id <= h.id AND h.status = 'running';
         IF NOT FOUND THEN
             CONTINUE; -- the lease is lost: the start's fence refuses it
         END IF;

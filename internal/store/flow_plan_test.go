@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +154,50 @@ func checkFlowPlans(t *testing.T, history int) {
 	exec(`INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since) VALUES ('api', '', 'concurrency', $1, now())`, leases[0].RunID)
 	sweep()
 
+	// A batch that limits bind: of three takes of a key with one slot, and
+	// of three under a rate of one an hour, one each is admitted and the
+	// others denied, their runs parked (the runs, the throttles, the
+	// waiters); then the same batch again, as a write repeated after a lost
+	// COMMIT is, which finds them parked and denies them again.
+	for _, d := range []struct{ name, limits string }{
+		{"tight", `{"concurrency": 1}`},
+		{"rated", `{"rate": 1, "rate_interval_ms": 3600000, "burst": 1}`},
+	} {
+		if err := st.DeclareDownstream(ctx, d.name, []byte(d.limits), "w", "attempt"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var binds []store.Write
+	for i, l := range leases[1:7] {
+		ds := "tight"
+		if i >= 3 {
+			ds = "rated"
+		}
+		binds = append(binds, store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 2, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: ds}}})
+	}
+	for try := range 2 {
+		res, err := st.Commit(ctx, conn, binds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		denied := 0
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("try %d, write %d: %+v", try, i, r)
+			}
+			if r.Denied != nil {
+				denied++
+			}
+		}
+		if denied != 4 {
+			t.Fatalf("try %d: %d of 6 takes denied, want 4: %+v", try, denied, res)
+		}
+		for i := range binds {
+			binds[i].Again = true
+		}
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
 	nested := 0
@@ -168,6 +213,12 @@ func checkFlowPlans(t *testing.T, history int) {
 		}
 		if strings.Contains(p, "JIT:") {
 			t.Errorf("JIT-compiled at jit_above_cost = 0 under the commit's planner settings:\n%s", p)
+		}
+	}
+	q := pgx.Identifier{st.Schema()}.Sanitize()
+	for _, want := range []string{"INSERT INTO " + q + ".throttles", "INSERT INTO " + q + ".flow_waiters", "JOIN " + q + ".throttles th"} {
+		if !slices.ContainsFunc(plans, func(p string) bool { return strings.Contains(p, want) }) {
+			t.Errorf("no plan of %q read: the denials' statements went unchecked", want)
 		}
 	}
 	if nested < 20 {
