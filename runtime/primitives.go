@@ -41,6 +41,28 @@ func (e *execution) next(kind store.StepKind, name string) (int, store.Step, boo
 	return n, rec, seen
 }
 
+// inputChanged handles a recorded step n, activity name, that the replay
+// calls with another input than it recorded (the hashes recorded and now):
+// by the workflow's sdk.InputCheck, the run fails with reason
+// nondeterminism and the goroutine ends, or the difference is logged and
+// the step replayed from its record.
+func (e *execution) inputChanged(n int, name string, recorded, now uint64) {
+	if ic, ok := e.w.workflowFor(e.claim.Workflow).(sdk.InputChecked); ok && ic.InputCheck() == sdk.InputCheckWarn {
+		e.log.Warn("tenure: replayed step called with another input than it recorded; replaying it from its record (the workflow's input check warns)",
+			"step", n, "activity", name, "recorded_input_hash", fmt.Sprintf("%016x", recorded), "input_hash", fmt.Sprintf("%016x", now))
+		return
+	}
+	e.failRun(store.Failure{
+		Reason:   sdk.ReasonNondeterminism,
+		Step:     n,
+		Activity: name,
+		ErrorMessage: fmt.Sprintf("step %d (activity %q) was recorded with input hash %016x but the workflow now calls it with input hash %016x: "+
+			"the workflow computes the step's input differently (code changed, or not deterministic); sdk.WithInputCheck(sdk.InputCheckWarn) replays such steps from their records", n, name, recorded, now),
+		ErrorType: "tenure.Nondeterminism",
+	})
+	exit()
+}
+
 // kindOf is a step's kind; records from before kinds existed are activities.
 func kindOf(s store.Step) store.StepKind {
 	if s.Kind == "" {

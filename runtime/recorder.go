@@ -25,6 +25,7 @@ type recorder struct {
 	act   activities.Definition
 	pol   policy.Retry      // whether a checkpoint may ride with the next write
 	codec engine.ErrorCodec // the workflow's registered error types; nil if none
+	input uint64            // the hash of the step's input (store.InputHash)
 }
 
 // start records that attempt a begins. The write commits before the caller
@@ -33,7 +34,7 @@ type recorder struct {
 func (r *recorder) start(a attempt, policyJSON []byte, ref TraceRef, take *store.FlowTake) (store.WriteResult, error) {
 	res, err := r.e.write(store.Write{StartAttempt: &store.AttemptStart{
 		Step: r.step, Attempt: a.number, Activity: r.act.Name(), Policy: policyJSON,
-		Rescue: a.rescue, Worker: r.e.w.cfg.Label, TraceID: ref.TraceID, SpanID: ref.SpanID, Take: take,
+		Rescue: a.rescue, Worker: r.e.w.cfg.Label, TraceID: ref.TraceID, SpanID: ref.SpanID, Take: take, InputHash: r.input,
 	}})
 	if err == nil && res.Denied == nil {
 		r.e.w.attempts.Add(1)

@@ -185,3 +185,78 @@ func TestShutdown_DrainLetsAttemptsFinish(t *testing.T) {
 		t.Fatalf("step 1 invoked %d times", calls.Load())
 	}
 }
+
+// A recorded step called with another input on replay is nondeterminism,
+// named by its step, with nothing of it run again; with InputCheckWarn the
+// step is replayed from its record and the run goes on.
+func TestReplay_ChangedInputAtARecordedStepIsNondeterminism(t *testing.T) {
+	for _, check := range []sdk.InputCheck{sdk.InputCheckFail, sdk.InputCheckWarn} {
+		t.Run(string(check), func(t *testing.T) {
+			e := newEnv(t)
+			var version, firsts, seconds atomic.Int32
+			a := activities.New("first", func(ctx context.Context, x in) (int, error) { firsts.Add(1); return x.N * 10, nil })
+			b := activities.New("second", flaky(&seconds, 1, errors.New("later")), policy.Constant(200*time.Millisecond), policy.Jitter(policy.NoJitter))
+			wf := sdk.NewWorkflow("input-changes-"+string(check), func(ctx context.Context, x in) (int, error) {
+				arg := in{N: x.N}
+				if version.Load() > 0 {
+					arg.N++ // a deploy changed how step 1's input is computed
+				}
+				n, err := sdk.Execute(ctx, a, arg)
+				if err != nil {
+					return 0, err
+				}
+				return sdk.Execute(ctx, b, in{N: n})
+			}, sdk.WithInputCheck(check))
+			cfg := e.config()
+			cfg.MaxInProcessSleep = 10 * time.Millisecond // step 2's retry suspends: step 1 is replayed after it
+			w := e.worker(cfg, wf)
+			run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+			eventually(t, "suspension", func() bool { return w.Stats().Suspended == 1 })
+			version.Store(1)
+			out, err := result(t, run)
+			if check == sdk.InputCheckWarn {
+				if err != nil || out != 20 {
+					t.Fatalf("Result = %d, %v; want 20, step 1 replayed from its record (10, doubled by step 2)", out, err)
+				}
+			} else {
+				var re *sdk.RunError
+				if !errors.As(err, &re) || re.Reason != sdk.ReasonNondeterminism || re.Step != 1 || !strings.Contains(re.Message, "input hash") {
+					t.Fatalf("Result error = %v, want nondeterminism at step 1 naming its input", err)
+				}
+			}
+			if firsts.Load() != 1 {
+				t.Fatalf("step 1 invoked %d times, want once", firsts.Load())
+			}
+		})
+	}
+}
+
+// The input hash is recorded for every activity step; an unchanged input
+// replays without a word.
+func TestReplay_TheInputHashIsRecordedAndAnUnchangedInputReplays(t *testing.T) {
+	e := newEnv(t)
+	var seconds atomic.Int32
+	a := activities.New("first", func(ctx context.Context, x in) (int, error) { return x.N + 1, nil })
+	b := activities.New("second", flaky(&seconds, 1, errors.New("later")), policy.Constant(200*time.Millisecond), policy.Jitter(policy.NoJitter))
+	wf := sdk.NewWorkflow("input-kept", func(ctx context.Context, x in) (int, error) {
+		n, err := sdk.Execute(ctx, a, x)
+		if err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, b, in{N: n})
+	})
+	cfg := e.config()
+	cfg.MaxInProcessSleep = 10 * time.Millisecond
+	w := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+	if out, err := result(t, run); err != nil || out != 4 {
+		t.Fatalf("Result = %d, %v; want 4", out, err)
+	}
+	if w.Stats().Suspended != 1 {
+		t.Fatalf("stats %+v: want step 1 replayed after a suspension", w.Stats())
+	}
+	got := q[string](e, `SELECT count(DISTINCT input_hash) || ' of ' || count(*) FROM {schema}.steps WHERE run_id = $1`, run.ID)
+	if got != "2 of 2" {
+		t.Fatalf("distinct input hashes recorded: %s steps, want 2 of 2 (two inputs)", got)
+	}
+}

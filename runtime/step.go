@@ -23,6 +23,10 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	declared := act
 	act = e.w.overrides.Apply(act) // a test's replacement function, if any
 	n, prior, seen := e.next(store.KindActivity, act.Name())
+	hash := store.InputHash(input)
+	if seen && prior.InputHash != 0 && prior.InputHash != hash {
+		e.inputChanged(n, act.Name(), prior.InputHash, hash)
+	}
 	if seen && prior.Status == store.StepCompleted {
 		return prior.Output, nil
 	}
@@ -47,7 +51,7 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	}
 	s := &stepRun{
 		e: e, n: n, act: act, input: input, pol: pol, policyJSON: polJSON, prior: prior, flow: sf,
-		rec: recorder{e: e, step: n, act: act, pol: pol, codec: codec},
+		rec: recorder{e: e, step: n, act: act, pol: pol, codec: codec, input: hash},
 	}
 	out, err := s.run(ctx)
 	if err == errUnwind {

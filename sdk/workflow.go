@@ -25,6 +25,7 @@ type Workflow[In, Out any] struct {
 	maxRescues int
 	errorTypes *errorTypes // nil: none registered
 	conc       *Concurrency[In]
+	inputCheck InputCheck
 }
 
 // WorkflowOption configures a workflow at declaration.
@@ -34,6 +35,7 @@ type workflowOptions struct {
 	maxRescues  int
 	errorTypes  []errorType
 	concurrency any // a Concurrency[In]
+	inputCheck  InputCheck
 }
 
 // WithMaxRescues sets the workflow's backstop crash budget: how many times in
@@ -50,7 +52,7 @@ func WithMaxRescues(n int) WorkflowOption {
 // (an error wrapping a *policy.ValidationError), at declaration, not when a
 // run executes. The panic's value is an error, for errors.Is and errors.As.
 func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, error), opts ...WorkflowOption) *Workflow[In, Out] {
-	o := workflowOptions{maxRescues: policy.DefaultMaxRescues}
+	o := workflowOptions{maxRescues: policy.DefaultMaxRescues, inputCheck: InputCheckFail}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -62,6 +64,8 @@ func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, er
 	case o.maxRescues < 0:
 		panic(fmt.Errorf("sdk.NewWorkflow(%q): %w", name,
 			&policy.ValidationError{Field: "max_rescues", Value: o.maxRescues, Reason: "must be at least 0"}))
+	case o.inputCheck != InputCheckFail && o.inputCheck != InputCheckWarn:
+		panic(fmt.Errorf("sdk.NewWorkflow(%q): WithInputCheck(%q): want InputCheckFail or InputCheckWarn: %w", name, o.inputCheck, ErrInvalidWorkflow))
 	}
 	types, err := newErrorTypes(name, o.errorTypes)
 	if err != nil {
@@ -71,7 +75,7 @@ func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, er
 	if err != nil {
 		panic(err)
 	}
-	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types, conc: conc}
+	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types, conc: conc, inputCheck: o.inputCheck}
 }
 
 // ErrInvalidWorkflow is wrapped by the panic of NewWorkflow given an empty

@@ -244,6 +244,7 @@ type commitBatch struct {
 		spanIDs                       []string
 		policies                      []jsonParam
 		rescues                       []bool
+		inputHashes                   []*int64 // nil: none
 	}
 	complete struct {
 		ids             []uuidParam
@@ -380,6 +381,12 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.activities, x.policies = append(x.activities, a.Activity), append(x.policies, jsonArg(a.Policy))
 		x.rescues, x.workers = append(x.rescues, a.Rescue), append(x.workers, a.Worker)
 		x.traceIDs, x.spanIDs = append(x.traceIDs, a.TraceID), append(x.spanIDs, a.SpanID)
+		var h *int64
+		if a.InputHash != 0 {
+			v := int64(a.InputHash) // the bits as they are: a bigint holds any uint64's
+			h = &v
+		}
+		x.inputHashes = append(x.inputHashes, h)
 	}
 	c.addRunEnd(i, w, id, ep)
 }
@@ -602,8 +609,8 @@ const sqlFailStep = `
 const sqlStartAttempt = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-		                     $7::bool[], $8::text[], $9::text[], $10::text[])
-			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id)),
+		                     $7::bool[], $8::text[], $9::text[], $10::text[], $11::bigint[])
+			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id, input_hash)),
 	f AS (
 		SELECT x.*, held.reclaims FROM x, LATERAL (
 			SELECT r.status, r.reclaims FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
@@ -615,9 +622,10 @@ const sqlStartAttempt = `
 		UPDATE {schema}.runs r SET reclaims = 0
 		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.reclaims > 0),
 	st AS (
-		INSERT INTO {schema}.steps AS s (run_id, step, activity, status, policy)
-		SELECT run_id, step, activity, 'running', policy FROM f
-		ON CONFLICT (run_id, step) DO UPDATE SET policy = EXCLUDED.policy, status = 'running'
+		INSERT INTO {schema}.steps AS s (run_id, step, activity, status, policy, input_hash)
+		SELECT run_id, step, activity, 'running', policy, input_hash FROM f
+		ON CONFLICT (run_id, step) DO UPDATE SET policy = EXCLUDED.policy, status = 'running',
+			input_hash = coalesce(s.input_hash, EXCLUDED.input_hash)
 		-- never a step that ended: a late try of this write, committing
 		-- after the step's checkpoint, must not make it run again
 		WHERE s.status NOT IN ('completed', 'failed')
@@ -795,7 +803,7 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 		c.flowAt = len(c.order) // read before the statement queued next
 	}
 	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
-		st.rescues, st.workers, st.traceIDs, st.spanIDs)
+		st.rescues, st.workers, st.traceIDs, st.spanIDs, st.inputHashes)
 	cr := &c.complete
 	q(kindComplete, sqlCompleteRun, cr.ids, cr.epochs, cr.outputs, cr.steps, cr.attempts, cr.stepOutputs)
 	f := &c.fail
