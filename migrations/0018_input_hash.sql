@@ -1,11 +1,11 @@
--- Tenure schema, version 18: every activity step records a hash of its
--- encoded input, so that a replay that calls the step with another input
--- is told from one that calls it with the recorded one (nondeterminism,
--- named by the step, instead of a silent different path).
+-- Tenure schema, version 18: every activity and child step records a hash
+-- of its encoded input, so that a replay that calls the step with another
+-- input is told from one that calls it with the recorded one
+-- (nondeterminism, named by the step, instead of a silent different path).
 --
--- input_hash is the 64-bit FNV-1a hash of the input's JSON as the worker
--- encoded it, written by the step's first attempt; NULL for steps of other
--- kinds and for steps recorded before this version, which a replay does
--- not check. Eight bytes a step, in a column nothing indexes (the steps'
--- updates stay HOT).
+-- input_hash is the 64-bit hash of the input's JSON as the worker encoded
+-- it (store.InputHash), written with the step (an activity's first
+-- attempt, a child's start); NULL for steps of the other kinds and for
+-- steps recorded before this version, which a replay does not check. Eight
+-- bytes a step, in a column nothing indexes (the steps' updates stay HOT).
 ALTER TABLE {schema}.steps ADD COLUMN input_hash bigint;

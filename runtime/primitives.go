@@ -41,23 +41,24 @@ func (e *execution) next(kind store.StepKind, name string) (int, store.Step, boo
 	return n, rec, seen
 }
 
-// inputChanged handles a recorded step n, activity name, that the replay
-// calls with another input than it recorded (the hashes recorded and now):
-// by the workflow's sdk.InputCheck, the run fails with reason
-// nondeterminism and the goroutine ends, or the difference is logged and
-// the step replayed from its record.
-func (e *execution) inputChanged(n int, name string, recorded, now uint64) {
+// inputChanged handles a recorded step n, of activity or child workflow
+// name (what says which), that the replay calls with another input than it
+// recorded (the hashes recorded and now): by the workflow's
+// sdk.InputCheck, the run fails with reason nondeterminism and the
+// goroutine ends, or the difference is logged and the step replayed from
+// its record.
+func (e *execution) inputChanged(n int, name, what string, recorded, now uint64) {
 	if ic, ok := e.w.workflowFor(e.claim.Workflow).(sdk.InputChecked); ok && ic.InputCheck() == sdk.InputCheckWarn {
 		e.log.Warn("tenure: replayed step called with another input than it recorded; replaying it from its record (the workflow's input check warns)",
-			"step", n, "activity", name, "recorded_input_hash", fmt.Sprintf("%016x", recorded), "input_hash", fmt.Sprintf("%016x", now))
+			"step", n, "what", what, "recorded_input_hash", fmt.Sprintf("%016x", recorded), "input_hash", fmt.Sprintf("%016x", now))
 		return
 	}
 	e.failRun(store.Failure{
 		Reason:   sdk.ReasonNondeterminism,
 		Step:     n,
 		Activity: name,
-		ErrorMessage: fmt.Sprintf("step %d (activity %q) was recorded with input hash %016x but the workflow now calls it with input hash %016x: "+
-			"the workflow computes the step's input differently (code changed, or not deterministic); sdk.WithInputCheck(sdk.InputCheckWarn) replays such steps from their records", n, name, recorded, now),
+		ErrorMessage: fmt.Sprintf("step %d (%s) was recorded with input hash %016x but the workflow now calls it with input hash %016x: "+
+			"the workflow computes the step's input differently (code changed, or not deterministic); sdk.WithInputCheck(sdk.InputCheckWarn) replays such steps from their records", n, what, recorded, now),
 		ErrorType: "tenure.Nondeterminism",
 	})
 	exit()
@@ -293,6 +294,10 @@ func (e *execution) payloadOK(b []byte, what string) error {
 func (e *execution) StartChild(ctx context.Context, workflow string, input []byte, queue string, priority int) (uuid.UUID, int, error) {
 	n, rec, seen := e.next(store.KindChild, workflow)
 	id := store.ChildID(e.claim.ID, n)
+	hash := store.InputHash(input)
+	if seen && rec.InputHash != 0 && rec.InputHash != hash {
+		e.inputChanged(n, workflow, fmt.Sprintf("child of workflow %q", workflow), rec.InputHash, hash)
+	}
 	if seen {
 		if rec.Child != nil {
 			id = rec.Child.ID
@@ -307,6 +312,7 @@ func (e *execution) StartChild(ctx context.Context, workflow string, input []byt
 	}
 	e.mustWrite(store.Write{StartChild: &store.ChildStart{
 		Step: n, ID: id, Workflow: workflow, Queue: queue, Priority: priority, Input: input, Traceparent: e.claim.Traceparent,
+		InputHash: hash,
 	}}, "start child")
 	e.steps[n] = store.Step{Step: n, Kind: store.KindChild, Activity: workflow, Status: store.StepWaiting,
 		Child: &store.ChildState{ID: id, Status: store.RunQueued}}

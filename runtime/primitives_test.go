@@ -414,6 +414,42 @@ func TestChild_CallAndReplayStartsNoSecondChild(t *testing.T) {
 	}
 }
 
+// A replay that starts a recorded child with another input is
+// nondeterminism at the child's step, and starts no second child.
+func TestChild_ReplayWithAnotherInputIsNondeterminism(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGate(e)
+	var version atomic.Int32
+	hold := activities.New("hold", func(ctx context.Context, x int) (int, error) {
+		g.wait()
+		return x, nil
+	})
+	parent := sdk.NewWorkflow("caller-changes", func(ctx context.Context, id int) (int, error) {
+		v, err := sdk.Call(ctx, shipOne, shipment{ID: id + int(version.Load())})
+		if err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, hold, v)
+	})
+	e.worker(e.config(), parent, shipOne)
+	r, _ := sdk.Start(e.ctx, e.client, parent, 4)
+	eventually(t, "the parent to hold after its child", func() bool { return g.waiting.Load() == 1 })
+	version.Store(1) // a deploy changed the child's input
+	if err := e.store.ExpireLease(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := result(t, r)
+	g.release()
+	var re *sdk.RunError
+	if !errors.As(err, &re) || re.Reason != sdk.ReasonNondeterminism || re.Step != 1 || !strings.Contains(re.Message, "input hash") {
+		t.Fatalf("result error %v, want nondeterminism at step 1 naming its input", err)
+	}
+	if k := q[int](e, `SELECT count(*) FROM {schema}.runs WHERE parent_run_id = $1`, r.ID); k != 1 {
+		t.Fatalf("%d children, want 1", k)
+	}
+}
+
 // Cancel during an activity, during a durable sleep and during a child: the
 // activity's context is cancelled with sdk.ErrCancelled, the workflow
 // cleans up under Detached, the run ends cancelled with no lease lost, and

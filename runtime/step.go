@@ -25,7 +25,7 @@ func (e *execution) Step(ctx context.Context, act activities.Definition, input [
 	n, prior, seen := e.next(store.KindActivity, act.Name())
 	hash := store.InputHash(input)
 	if seen && prior.InputHash != 0 && prior.InputHash != hash {
-		e.inputChanged(n, act.Name(), prior.InputHash, hash)
+		e.inputChanged(n, act.Name(), fmt.Sprintf("activity %q", act.Name()), prior.InputHash, hash)
 	}
 	if seen && prior.Status == store.StepCompleted {
 		return prior.Output, nil

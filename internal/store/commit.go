@@ -301,6 +301,7 @@ type commitBatch struct {
 		priorities        []int32
 		inputs            []jsonParam
 		traceparents      []string
+		inputHashes       []*int64
 	}
 	cancel struct {
 		ids    []uuidParam
@@ -381,12 +382,7 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.activities, x.policies = append(x.activities, a.Activity), append(x.policies, jsonArg(a.Policy))
 		x.rescues, x.workers = append(x.rescues, a.Rescue), append(x.workers, a.Worker)
 		x.traceIDs, x.spanIDs = append(x.traceIDs, a.TraceID), append(x.spanIDs, a.SpanID)
-		var h *int64
-		if a.InputHash != 0 {
-			v := int64(a.InputHash) // the bits as they are: a bigint holds any uint64's
-			h = &v
-		}
-		x.inputHashes = append(x.inputHashes, h)
+		x.inputHashes = append(x.inputHashes, hashArg(a.InputHash))
 	}
 	c.addRunEnd(i, w, id, ep)
 }
@@ -512,6 +508,7 @@ func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(s.Step))
 		x.children, x.workflows, x.queues = append(x.children, uuidArg(s.ID)), append(x.workflows, s.Workflow), append(x.queues, s.Queue)
 		x.priorities, x.inputs, x.traceparents = append(x.priorities, int32(s.Priority)), append(x.inputs, jsonArg(s.Input)), append(x.traceparents, s.Traceparent)
+		x.inputHashes = append(x.inputHashes, hashArg(s.InputHash))
 		c.wakeRuns = true
 	}
 }
@@ -796,7 +793,7 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	q(kindSetEvent, sqlSetEvent, c.event.ids, c.event.epochs, c.event.steps, c.event.keys, c.event.values)
 	ch := &c.child
 	q(kindStartChild, sqlStartChild, ch.ids, ch.epochs, ch.steps, ch.children, ch.workflows, ch.queues,
-		ch.priorities, ch.inputs, ch.traceparents)
+		ch.priorities, ch.inputs, ch.traceparents, ch.inputHashes)
 	c.flowAt = -1
 	if c.flow.any() {
 		c.flow.queue(s, b)
@@ -966,4 +963,14 @@ func ago(t time.Time) int64 {
 		return 0
 	}
 	return time.Since(t).Milliseconds()
+}
+
+// hashArg is an input hash as a bigint parameter (its bits as they are: a
+// bigint holds any uint64's); 0 is none, NULL.
+func hashArg(h uint64) *int64 {
+	if h == 0 {
+		return nil
+	}
+	v := int64(h)
+	return &v
 }

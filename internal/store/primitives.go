@@ -69,6 +69,7 @@ type ChildStart struct {
 	Priority    int
 	Input       []byte // JSON
 	Traceparent string
+	InputHash   uint64 // InputHash(Input), checked when the step is replayed
 }
 
 // RunCancel ends a run whose cancellation was requested, as cancelled; its
@@ -216,8 +217,8 @@ const sqlSetEvent = `
 const sqlStartChild = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::uuid[], $5::text[], $6::text[], $7::int[],
-		                     $8::jsonb[], $9::text[])
-			AS x(run_id, epoch, step, child_id, workflow, queue, priority, input, traceparent)),` + fence + `,
+		                     $8::jsonb[], $9::text[], $10::bigint[])
+			AS x(run_id, epoch, step, child_id, workflow, queue, priority, input, traceparent, input_hash)),` + fence + `,
 	c AS (
 		INSERT INTO {schema}.runs (id, workflow, queue, priority, run_key, input, parent_run_id, parent_step, traceparent)
 		SELECT child_id, workflow, queue, priority, 'tenure-child:' || run_id::text || '/' || step::text, input,
@@ -225,8 +226,8 @@ const sqlStartChild = `
 		FROM f
 		ON CONFLICT DO NOTHING),
 	st AS (
-		INSERT INTO {schema}.steps (run_id, step, activity, kind, status, policy, child_run_id)
-		SELECT run_id, step, workflow, 'child', 'waiting', '{}', child_id FROM f
+		INSERT INTO {schema}.steps (run_id, step, activity, kind, status, policy, child_run_id, input_hash)
+		SELECT run_id, step, workflow, 'child', 'waiting', '{}', child_id, input_hash FROM f
 		ON CONFLICT (run_id, step) DO NOTHING)
 	SELECT run_id, epoch, 0::float8 FROM f`
 
