@@ -55,11 +55,12 @@ const (
 	KindChild      StepKind = "child"       // a child workflow the run started (Call, StartChild)
 	KindNow        StepKind = "now"         // the time Now read, recorded once
 	KindSideEffect StepKind = "side_effect" // a value SideEffect made, recorded once
+	KindPatch      StepKind = "patch"       // a patch the run took (Patched), named by its ID
 )
 
 // StepKinds lists every step kind, in the order of the CHECK constraint.
 func StepKinds() []StepKind {
-	return []StepKind{KindActivity, KindSleep, KindSignal, KindEvent, KindChild, KindNow, KindSideEffect}
+	return []StepKind{KindActivity, KindSleep, KindSignal, KindEvent, KindChild, KindNow, KindSideEffect, KindPatch}
 }
 
 // AttemptStatus is an attempt's status: the status column of the attempts

@@ -28,6 +28,11 @@ func (e *execution) next(kind store.StepKind, name string) (int, store.Step, boo
 	e.nextStep++
 	n := e.nextStep
 	rec, seen := e.steps[n]
+	for seen && kindOf(rec) == store.KindPatch { // a patch the code no longer asks about: passed over
+		e.nextStep++
+		n = e.nextStep
+		rec, seen = e.steps[n]
+	}
 	if seen && (kindOf(rec) != kind || rec.Activity != name) {
 		e.failRun(store.Failure{
 			Reason:       sdk.ReasonNondeterminism,
@@ -62,6 +67,34 @@ func (e *execution) inputChanged(n int, name, what string, recorded, now uint64)
 		ErrorType: "tenure.Nondeterminism",
 	})
 	exit()
+}
+
+// Patched implements engine.Executor. A patch's record is a step of its
+// own, written with the run's next write (deferMark): a crash before it
+// leaves no record, and the replay reaches this point first again. A
+// recorded patch of another ID is one the code no longer asks about here,
+// passed over as next does.
+func (e *execution) Patched(ctx context.Context, id string, deprecated bool) bool {
+	for {
+		n := e.nextStep + 1
+		rec, seen := e.steps[n]
+		switch {
+		case !seen: // first here: the new branch
+			if !deprecated {
+				e.nextStep = n
+				e.deferMark(&store.StepMark{Step: n, Kind: store.KindPatch, Name: id, Status: store.StepCompleted})
+				e.steps[n] = store.Step{Step: n, Kind: store.KindPatch, Activity: id, Status: store.StepCompleted}
+			}
+			return true
+		case kindOf(rec) != store.KindPatch: // recorded here before the patch: the old branch
+			return false
+		case rec.Activity == id:
+			e.nextStep = n
+			return true
+		default:
+			e.nextStep = n
+		}
+	}
 }
 
 // kindOf is a step's kind; records from before kinds existed are activities.

@@ -46,7 +46,7 @@ func ExampleMigrate() {
 	// 15 purge_children true
 	// 16 flow true
 	// 17 fairness true
-	// 18 input_hash true
+	// 18 deploys true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -78,7 +78,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (18, 'input_hash');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (18, 'deploys');
 	//
 	// COMMIT;
 }
@@ -101,6 +101,6 @@ func ExampleScriptFrom() {
 	// 15 purge_children true
 	// 16 flow true
 	// 17 fairness true
-	// 18 input_hash true
+	// 18 deploys true
 	// true
 }

@@ -571,7 +571,7 @@ var legend = []legendItem{
 	{Kind: "rect", Class: "k-child", Label: "child run"},
 	{Kind: "rect", Class: "k-throttle", Label: "wait on a limit"},
 	{Kind: "glyph", Class: "m-signal", Glyph: "◆", Label: "signal"},
-	{Kind: "glyph", Class: "m-event", Glyph: "●", Label: "event, now, side effect"},
+	{Kind: "glyph", Class: "m-event", Glyph: "●", Label: "event, now, side effect, patch"},
 	{Kind: "vline", Class: "requeue", Label: "requeue ↻"},
 	{Kind: "gap", Class: "gap", Label: "gap, not to scale"},
 }
@@ -633,8 +633,8 @@ func (h *handler) stepMarks(tl *timeline, used map[string]bool, s record.Step, y
 		used["k-child"] = true
 		tl.Bars = append(tl.Bars, tlBar{X: x(s.FirstStartedAt), Y: mid - 4, W: max(x(end)-x(s.FirstStartedAt), minBarSize), H: 8,
 			Class: "k-child c-" + string(s.ChildStatus), Title: title, Href: href})
-	case record.KindEvent, record.KindNow, record.KindSideEffect:
-		used["m-event"] = true // one entry of the legend for the three
+	case record.KindEvent, record.KindNow, record.KindSideEffect, record.KindPatch:
+		used["m-event"] = true // one entry of the legend for the four
 		tl.Marks = append(tl.Marks, tlMark{X: x(s.FirstStartedAt), Y: mid + 4, Class: "m-" + string(s.Kind), Glyph: "●",
 			Title: fmt.Sprintf("%s %s at %s", s.Kind, s.Activity, ts(s.FirstStartedAt))})
 	}

@@ -121,7 +121,8 @@ Attempts made before a requeue are marked; they no longer count against the
 step's budgets. The other steps are named by their kind first, and have no
 attempts: a sleep shows its due time and when it woke; a signal its name,
 its timeout and the ID of the signal it received; a child its run and that
-run's status; an event its key; now and side_effect their kind alone.`,
+run's status; an event its key; a patch its ID; now and side_effect their
+kind alone.`,
 		Example: `  tenure runs show 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e
   tenure runs show --key order-42
   tenure runs show --key order-42 --no-payloads --json`,

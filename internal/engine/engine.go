@@ -45,6 +45,11 @@ type Executor interface {
 	// AwaitChild returns the output of the child started at step, once it
 	// ended, or its error.
 	AwaitChild(ctx context.Context, step int) ([]byte, error)
+	// Patched says whether the run takes patch id's new branch: a run that
+	// recorded the patch, or reaches this point first, does (and records
+	// it, unless deprecated); one that recorded another step here before
+	// the patch existed does not.
+	Patched(ctx context.Context, id string, deprecated bool) bool
 }
 
 type executorKey struct{}

@@ -45,6 +45,8 @@ var standIns = []string{
 	`type Declined struct{ Code string }`,
 	`func (d *Declined) Error() string { return d.Code }`,
 	`func checkout(ctx context.Context, o Order) (Receipt, error) { return Receipt{}, nil }`,
+	// docs/deploying.md
+	`var FraudCheck = activities.New("fraud-check", func(ctx context.Context, o Order) (bool, error) { return true, nil })`,
 	// docs/fairness.md
 	`type ReportIn struct{ TenantID string }`,
 	`var Report = sdk.NewWorkflow("report", func(ctx context.Context, in ReportIn) (string, error) { return "", nil })`,

@@ -35,8 +35,8 @@ type Write struct {
 	FailStep *StepFailure
 	// Mark records a step of a kind other than activity (a sleep, a signal's
 	// timeout, a child's end, a recorded value), or moves it on; Marks are
-	// more of them, written after the fact (short sleeps), whose results
-	// are not returned.
+	// more of them, written after the fact (short sleeps, patches), whose
+	// results are not returned.
 	Mark  *StepMark
 	Marks []*StepMark
 	// Receive consumes a signal, or records the step waiting for one.
@@ -445,6 +445,10 @@ func (c *commitBatch) addRunEnd(i int, w *Write, id uuidParam, ep int64) {
 // addPrimitives gathers the parts of the durable primitives.
 func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 	for _, m := range w.Marks {
+		if m.Kind != KindSleep { // a patch: a mark like any other
+			c.addMark(i, m, id, ep)
+			continue
+		}
 		// Sleeps recorded after the fact: a lean insert of their own.
 		c.mark(kindSlept, i)
 		x := &c.slept
@@ -457,34 +461,44 @@ func (c *commitBatch) addPrimitives(i int, w *Write, id uuidParam, ep int64) {
 		x.beganMS, x.wokeMS = append(x.beganMS, ago(m.Began)), append(x.wokeMS, ago(m.Woke))
 	}
 	if m := w.Mark; m != nil {
-		c.mark(kindMark, i)
-		x := &c.marks
-		x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
-		x.kinds, x.names, x.status = append(x.kinds, string(m.Kind)), append(x.names, m.Name), append(x.status, string(m.Status))
-		var out *string
-		if m.Output != nil {
-			o := string(m.Output)
-			out = &o
-		}
-		x.outputs = append(x.outputs, out)
-		var at *time.Time
-		if !m.DueAt.IsZero() {
-			t := m.DueAt
-			at = &t
-		}
-		var ms *int64 // NULL: no due time
-		if m.Kind == KindSleep && at == nil {
-			d := m.Due
-			if !m.Began.IsZero() {
-				d -= time.Since(m.Began) // due Due after Began, on the database's clock
-			}
-			dms := d.Milliseconds()
-			ms = &dms
-		}
-		x.dueMS, x.dueAt = append(x.dueMS, ms), append(x.dueAt, at)
-		x.beganMS, x.wokeMS = append(x.beganMS, ago(m.Began)), append(x.wokeMS, ago(m.Woke))
-		x.reasons, x.msgs, x.errTyp = append(x.reasons, m.Reason), append(x.msgs, text(m.ErrorMessage)), append(x.errTyp, text(m.ErrorType))
+		c.addMark(i, m, id, ep)
 	}
+	c.addWaits(i, w, id, ep)
+}
+
+// addMark gathers step mark m of write i.
+func (c *commitBatch) addMark(i int, m *StepMark, id uuidParam, ep int64) {
+	c.mark(kindMark, i)
+	x := &c.marks
+	x.ids, x.epochs, x.steps = append(x.ids, id), append(x.epochs, ep), append(x.steps, int32(m.Step))
+	x.kinds, x.names, x.status = append(x.kinds, string(m.Kind)), append(x.names, m.Name), append(x.status, string(m.Status))
+	var out *string
+	if m.Output != nil {
+		o := string(m.Output)
+		out = &o
+	}
+	x.outputs = append(x.outputs, out)
+	var at *time.Time
+	if !m.DueAt.IsZero() {
+		t := m.DueAt
+		at = &t
+	}
+	var ms *int64 // NULL: no due time
+	if m.Kind == KindSleep && at == nil {
+		d := m.Due
+		if !m.Began.IsZero() {
+			d -= time.Since(m.Began) // due Due after Began, on the database's clock
+		}
+		dms := d.Milliseconds()
+		ms = &dms
+	}
+	x.dueMS, x.dueAt = append(x.dueMS, ms), append(x.dueAt, at)
+	x.beganMS, x.wokeMS = append(x.beganMS, ago(m.Began)), append(x.wokeMS, ago(m.Woke))
+	x.reasons, x.msgs, x.errTyp = append(x.reasons, m.Reason), append(x.msgs, text(m.ErrorMessage)), append(x.errTyp, text(m.ErrorType))
+}
+
+// addWaits gathers write i's receive, event and child.
+func (c *commitBatch) addWaits(i int, w *Write, id uuidParam, ep int64) {
 	if r := w.Receive; r != nil {
 		c.mark(kindReceive, i)
 		x := &c.receive

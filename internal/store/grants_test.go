@@ -136,7 +136,8 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 		{Lease: l, Receive: &store.SignalReceive{Step: 1, Name: "go"}},
 		{Lease: l, SetEvent: &store.EventSet{Step: 2, Key: "k", Value: []byte(`1`)}},
 		{Lease: l, StartChild: &store.ChildStart{Step: 3, ID: store.ChildID(l.RunID, 3), Workflow: "wf", Queue: "default", Input: []byte(`{}`)}},
-		{Lease: l, Marks: []*store.StepMark{{Step: 4, Kind: store.KindSleep, Name: "sleep", Status: store.StepCompleted, Began: time.Now()}},
+		{Lease: l, Marks: []*store.StepMark{{Step: 4, Kind: store.KindSleep, Name: "sleep", Status: store.StepCompleted, Began: time.Now()},
+			{Step: 5, Kind: store.KindPatch, Name: "a-patch", Status: store.StepCompleted}},
 			Release: &store.Release{WaitFor: "child:" + store.ChildID(l.RunID, 3).String(), UntilStep: 3}},
 	} {
 		if res, err := worker.Commit(t.Context(), worker.Pool(), []store.Write{w}); err != nil || res[0].Err != nil {

@@ -119,7 +119,13 @@ const sqlMark = `
 		    error_message = EXCLUDED.error_message, error_type = EXCLUDED.error_type,
 		    finished_at = EXCLUDED.finished_at
 		WHERE s.status NOT IN ('completed', 'failed')
-		RETURNING s.run_id, s.step, s.status, s.output, s.due_at)
+		RETURNING s.run_id, s.step, s.status, s.output, s.due_at),
+	pt AS ( -- a patch's first record names it in patches (patch_status)
+		INSERT INTO {schema}.patches (workflow, patch)
+		SELECT r.workflow, f.name FROM f, LATERAL (
+			SELECT r.workflow FROM {schema}.runs r WHERE r.id = f.run_id OFFSET 0) AS r
+		WHERE f.kind = 'patch'
+		ON CONFLICT DO NOTHING)
 	SELECT f.run_id, f.epoch,
 	       coalesce(extract(epoch FROM coalesce(s.due_at, o.due_at) - now()) * 1000, 'NaN')::float8,
 	       coalesce(s.output, o.output)::text, coalesce(s.status, o.status), f.step

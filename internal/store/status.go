@@ -49,6 +49,7 @@ const (
 	KindChild      = record.KindChild
 	KindNow        = record.KindNow
 	KindSideEffect = record.KindSideEffect
+	KindPatch      = record.KindPatch
 )
 
 // StepKinds lists every step kind, in the order of the CHECK constraint.

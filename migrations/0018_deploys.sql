@@ -1,0 +1,50 @@
+-- Tenure schema, version 18, for safe deploys. Every activity and child
+-- step records a hash of its encoded input, so that a replay that calls the
+-- step with another input is told from one that calls it with the recorded
+-- one (nondeterminism, named by the step, instead of a silent different
+-- path); and patches are steps of a kind of their own.
+--
+-- input_hash is the 64-bit hash of the input's JSON as the worker encoded
+-- it (store.InputHash), written with the step (an activity's first
+-- attempt, a child's start); NULL for steps of the other kinds and for
+-- steps recorded before this version, which a replay does not check. Eight
+-- bytes a step, in a column nothing indexes (the steps' updates stay HOT).
+ALTER TABLE {schema}.steps ADD COLUMN input_hash bigint;
+
+-- Patches (sdk.Patched): a step of kind patch, named by the patch's ID, is
+-- what a run records where it took a patch's new branch. The kinds' check
+-- is replaced NOT VALID: every row already holds one of the older kinds,
+-- so that no scan of steps holds the table's lock meanwhile (new rows are
+-- checked all the same).
+ALTER TABLE {schema}.steps DROP CONSTRAINT steps_kind_check;
+ALTER TABLE {schema}.steps ADD CONSTRAINT steps_kind_check
+    CHECK (kind IN ('activity', 'sleep', 'signal', 'event', 'child', 'now', 'side_effect', 'patch')) NOT VALID;
+
+-- patches: each patch of each workflow, from the first commit that recorded
+-- it (written by that commit, with its step).
+CREATE TABLE {schema}.patches (
+    workflow          text        NOT NULL,
+    patch             text        NOT NULL,
+    first_recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (workflow, patch)
+);
+
+-- patch_status: per workflow and patch, its open runs (queued or running)
+-- that took it (open_with) and those that were created before it was first
+-- recorded and have not taken it (open_without, the oldest's creation in
+-- oldest_without): they were started by code without the patch and may
+-- take its old branch. When open_without is 0, no run can take the old
+-- branch again, and the code may drop it (keeping sdk.DeprecatePatch).
+CREATE VIEW {schema}.patch_status AS
+SELECT p.workflow, p.patch, p.first_recorded_at,
+       count(*) FILTER (WHERE o.took) AS open_with,
+       count(*) FILTER (WHERE NOT o.took AND o.created_at < p.first_recorded_at) AS open_without,
+       min(o.created_at) FILTER (WHERE NOT o.took AND o.created_at < p.first_recorded_at) AS oldest_without
+FROM {schema}.patches p
+LEFT JOIN LATERAL (
+    SELECT r.created_at,
+           EXISTS (SELECT 1 FROM {schema}.steps s
+                   WHERE s.run_id = r.id AND s.kind = 'patch' AND s.activity = p.patch) AS took
+    FROM {schema}.runs r
+    WHERE r.workflow = p.workflow AND r.status IN ('queued', 'running')) AS o ON true
+GROUP BY p.workflow, p.patch, p.first_recorded_at;

@@ -1,0 +1,146 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// A patch lets the runs that passed its point before it existed take the
+// old branch and every other run the new one; patch_status counts the open
+// runs that may still take the old branch. DeprecatePatch, then no call at
+// all, replay the runs that recorded the patch.
+func TestPatch_OldRunsTakeTheOldBranchNewRunsTheNew(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var version atomic.Int32
+	var olds, news atomic.Int32
+	first := activities.New("first", func(ctx context.Context, n int) (int, error) { return n, nil })
+	oldStep := activities.New("old", func(ctx context.Context, n int) (int, error) { olds.Add(1); return n + 1, nil })
+	newStep := activities.New("new", func(ctx context.Context, n int) (int, error) { news.Add(1); return n + 100, nil })
+	wf := sdk.NewWorkflow("patched", func(ctx context.Context, n int) (int, error) {
+		n, err := sdk.Execute(ctx, first, n)
+		if err != nil {
+			return 0, err
+		}
+		step := oldStep
+		switch version.Load() {
+		case 1: // the deploy that patched it
+			if sdk.Patched(ctx, "new-step") {
+				step = newStep
+			}
+		case 2: // once no run could take the old branch
+			sdk.DeprecatePatch(ctx, "new-step")
+			step = newStep
+		case 3: // the call removed
+			step = newStep
+		}
+		if n, err = sdk.Execute(ctx, step, n); err != nil {
+			return 0, err
+		}
+		if _, err := sdk.Receive[string](ctx, "go", 0); err != nil {
+			return 0, err
+		}
+		return n, nil
+	})
+	e.worker(e.config(), wf)
+	start := func() *sdk.Run[int] {
+		t.Helper()
+		r, err := sdk.Start(e.ctx, e.client, wf, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the run to wait for its signal", func() bool {
+			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
+		})
+		return r
+	}
+	finish := func(r *sdk.Run[int], want int) {
+		t.Helper()
+		if err := e.client.Send(e.ctx, r.ID, "go", "now"); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := result(t, r); err != nil || out != want {
+			t.Fatalf("run %s: %d, %v; want %d", r.ID, out, err, want)
+		}
+	}
+	status := func() string {
+		return q[string](e, `SELECT coalesce(string_agg(patch || ' ' || open_with || ' ' || open_without, '; '), 'none') FROM {schema}.patch_status WHERE workflow = 'patched'`)
+	}
+	kinds := func(id uuid.UUID) string {
+		return q[string](e, `SELECT string_agg(kind || ':' || activity, ' ' ORDER BY step) FROM {schema}.steps WHERE run_id = $1`, id)
+	}
+
+	old := start() // v0: passed the point with the old step
+	version.Store(1)
+	patched := start()
+	if got := status(); got != "new-step 1 1" {
+		t.Fatalf("patch_status after the deploy: %q, want new-step 1 1 (one run with it, one old without)", got)
+	}
+	if got, want := kinds(patched.ID), "activity:first patch:new-step activity:new signal:go"; got != want {
+		t.Fatalf("the new run's steps: %q, want %q", got, want)
+	}
+	// docs/deploying.md's query, as written, reads the same.
+	doc, err := os.ReadFile("../docs/deploying.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) != 1 {
+		t.Fatalf("%d sql blocks in docs/deploying.md, want 1", len(blocks))
+	}
+	var workflow, patch string
+	var firstAt, oldest time.Time
+	var with, without int
+	if err := e.pool.QueryRow(e.ctx, strings.ReplaceAll(blocks[0][1], "tenure.", e.schema+".")).Scan(&workflow, &patch, &firstAt, &with, &without, &oldest); err != nil ||
+		workflow != "patched" || patch != "new-step" || with != 1 || without != 1 || !oldest.Before(firstAt) {
+		t.Fatalf("docs/deploying.md's query: %s %s %v %d %d %v, %v", workflow, patch, firstAt, with, without, oldest, err)
+	}
+	finish(old, 2)       // replayed under v1: the old branch
+	finish(patched, 101) // the new branch
+	if olds.Load() != 1 || news.Load() != 1 {
+		t.Fatalf("old step invoked %d times, new %d; want 1 and 1", olds.Load(), news.Load())
+	}
+	if got := status(); got != "new-step 0 0" {
+		t.Fatalf("patch_status once both ended: %q, want new-step 0 0", got)
+	}
+
+	// Deprecated: a run that recorded the patch replays past it; a new run
+	// records none. Then the call removed: its record is passed over.
+	withPatch, withPatch2 := start(), start()
+	version.Store(2)
+	deprecated := start()
+	if got, want := kinds(deprecated.ID), "activity:first activity:new signal:go"; got != want {
+		t.Fatalf("a run after DeprecatePatch: steps %q, want %q", got, want)
+	}
+	finish(deprecated, 101)
+	finish(withPatch, 101) // replayed past its record by DeprecatePatch
+	version.Store(3)
+	finish(withPatch2, 101) // its record passed over
+	if olds.Load() != 1 {
+		t.Fatalf("old step invoked %d times, want once", olds.Load())
+	}
+}
+
+// Patched outside a workflow, or with an empty ID, is a programming error.
+func TestPatch_OutsideAWorkflowPanics(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"x", ""} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Patched(%q) outside a workflow did not panic", id)
+				}
+			}()
+			sdk.Patched(context.Background(), id)
+		}()
+	}
+}
