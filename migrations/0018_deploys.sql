@@ -48,3 +48,48 @@ LEFT JOIN LATERAL (
     FROM {schema}.runs r
     WHERE r.workflow = p.workflow AND r.status IN ('queued', 'running')) AS o ON true
 GROUP BY p.workflow, p.patch, p.first_recorded_at;
+
+-- Build IDs (runtime.Config.BuildID): the build of each worker (workers),
+-- of the worker that first claimed each run (runs), and of the worker that
+-- wrote each step (steps). A worker's writes and claims name it to the
+-- planner, as the second argument, which sets tenure.build for the
+-- transaction: the claim sets runs.build_id once, and every step a worker
+-- inserts takes it as its default, with no statement of its own. Replaced
+-- rather than overloaded, so that CALL planner('write') of a binary from
+-- before resolves to it.
+DROP PROCEDURE {schema}.planner(text);
+CREATE PROCEDURE {schema}.planner(mode text, build text DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+    was text;
+BEGIN
+    IF mode = 'leave' THEN
+        PERFORM pg_catalog.set_config('jit', pg_catalog.current_setting('tenure.saved_jit'), true);
+        RETURN;
+    END IF;
+    was := pg_catalog.current_setting('jit'); -- a simple expression: never compiled
+    SET LOCAL jit = off;
+    IF build IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('tenure.build', build, true);
+    END IF;
+    CASE mode
+    WHEN 'hot' THEN
+        NULL;
+    WHEN 'write' THEN
+        SET LOCAL enable_seqscan = off;
+        SET LOCAL enable_bitmapscan = off;
+        SET LOCAL plan_cache_mode = force_generic_plan;
+    WHEN 'renew' THEN
+        SET LOCAL plan_cache_mode = force_custom_plan;
+    WHEN 'enter' THEN
+        PERFORM pg_catalog.set_config('tenure.saved_jit', was, true);
+    ELSE
+        RAISE EXCEPTION 'planner: unknown mode %', mode USING ERRCODE = '22023';
+    END CASE;
+END
+$$;
+
+ALTER TABLE {schema}.workers ADD COLUMN build_id text;
+ALTER TABLE {schema}.runs ADD COLUMN build_id text;
+ALTER TABLE {schema}.steps ADD COLUMN build_id text
+    DEFAULT nullif(pg_catalog.current_setting('tenure.build', true), '');

@@ -67,6 +67,10 @@ type Run struct {
 	// Failure is the run's open failure row when Status is RunFailed; nil
 	// otherwise.
 	Failure *Failure
+	// BuildID is the build of the worker that first claimed the run
+	// (runtime.Config.BuildID); "" before its first claim, or for a run
+	// first claimed before schema 18.
+	BuildID string
 }
 
 // RunSummary is one run as an operator lists it: a Run without its

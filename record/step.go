@@ -49,6 +49,12 @@ type Step struct {
 	ChildStatus RunStatus
 	// SignalID is the signal a signal step consumed; 0 until it did.
 	SignalID int64
+	// BuildID is the build of the worker that wrote the step first
+	// (runtime.Config.BuildID); "" for a step written before schema 18.
+	BuildID string
+	// InputHash is, for an activity or a child step, the hash of its
+	// encoded input that a replay checks; 0 when none was recorded.
+	InputHash uint64
 }
 
 // Attempt is one attempt of an activity step, as the attempt_timeline view

@@ -38,6 +38,9 @@ type Worker struct {
 	// Live is true when the worker beat within three heartbeat intervals
 	// (or its lease TTL, if longer) and has not stopped.
 	Live bool `json:"live"`
+	// BuildID is the build it runs (runtime.Config.BuildID); "" for a
+	// worker of a version before schema 18.
+	BuildID string `json:"build_id"`
 }
 
 // Orphans is the queued runs of one workflow and queue that no live worker

@@ -67,6 +67,13 @@ type Config struct {
 	// Label names the worker for people and traces ("host-pid-random" by
 	// default). Nothing is keyed on it: two workers may share a label.
 	Label string
+	// BuildID names the build of the program the worker runs: recorded on
+	// its registry row, on each run it claims first and on each step it
+	// writes (schema version 18; docs/deploying.md). 1 to 64 letters,
+	// digits and . _ + : -. Default: the VCS revision the binary was built
+	// from (its first 12 characters, "+dirty" when the tree was modified),
+	// else "sha256:" and the first 12 hex digits of the binary's hash.
+	BuildID string
 	// Schema is the schema of Tenure's tables. Default "tenure".
 	Schema string
 	// Defaults is the worker-wide policy layer, below each activity's
@@ -107,6 +114,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Label == "" {
 		c.Label = defaultLabel()
 	}
+	if c.BuildID == "" {
+		c.BuildID = DefaultBuildID()
+	}
 	if c.Schema == "" {
 		c.Schema = store.DefaultSchema
 	}
@@ -140,6 +150,9 @@ func (c Config) withDefaults() (Config, error) {
 		if q == "" {
 			return c, fmt.Errorf("runtime: empty queue name")
 		}
+	}
+	if err := store.ValidateBuildID(c.BuildID); err != nil {
+		return c, fmt.Errorf("runtime: BuildID: %w", err)
 	}
 	if _, err := policy.Resolve(c.Defaults); err != nil {
 		return c, fmt.Errorf("runtime: worker default policy: %w", err)

@@ -94,8 +94,8 @@ func TestPatch_OldRunsTakeTheOldBranchNewRunsTheNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) != 1 {
-		t.Fatalf("%d sql blocks in docs/deploying.md, want 1", len(blocks))
+	if len(blocks) != 2 {
+		t.Fatalf("%d sql blocks in docs/deploying.md, want 2", len(blocks))
 	}
 	var workflow, patch string
 	var firstAt, oldest time.Time
@@ -142,5 +142,124 @@ func TestPatch_OutsideAWorkflowPanics(t *testing.T) {
 			}()
 			sdk.Patched(context.Background(), id)
 		}()
+	}
+}
+
+// A worker's build is recorded on its registry row, on the runs it claims
+// first (another build's later claim keeps it) and on the steps it writes.
+func TestBuildID_RecordedOnTheWorkerTheRunsFirstClaimAndEachStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := activities.New("first", func(ctx context.Context, n int) (int, error) { return n, nil })
+	wf := sdk.NewWorkflow("built", func(ctx context.Context, n int) (int, error) {
+		if _, err := sdk.Execute(ctx, first, n); err != nil {
+			return 0, err
+		}
+		if _, err := sdk.Receive[string](ctx, "go", 0); err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, first, n+1)
+	})
+	cfg := e.config()
+	cfg.BuildID = "v1.0.0+abc"
+	w1 := e.worker(cfg, wf)
+	r, err := sdk.Start(e.ctx, e.client, wf, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the run to wait for its signal", func() bool {
+		return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
+	})
+	// docs/deploying.md's query of the open runs by build, as written.
+	doc, err := os.ReadFile("../docs/deploying.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
+	var build, workflow string
+	var open int
+	if err := e.pool.QueryRow(e.ctx, strings.ReplaceAll(blocks[len(blocks)-1][1], "tenure.", e.schema+".")).Scan(&build, &workflow, &open); err != nil ||
+		build != "v1.0.0+abc" || workflow != "built" || open != 1 {
+		t.Fatalf("docs/deploying.md's query of open runs by build: %s %s %d, %v", build, workflow, open, err)
+	}
+	stop(t, w1, 5*time.Second)
+	cfg.BuildID = "v1.0.1+def"
+	e.worker(cfg, wf)
+	if err := e.client.Send(e.ctx, r.ID, "go", "now"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, r); err != nil || out != 2 {
+		t.Fatalf("result %d, %v", out, err)
+	}
+	if got := q[string](e, `SELECT string_agg(build_id, ' ' ORDER BY started_at) FROM {schema}.workers`); got != "v1.0.0+abc v1.0.1+def" {
+		t.Errorf("workers' builds: %q", got)
+	}
+	if got := q[string](e, `SELECT build_id FROM {schema}.runs WHERE id = $1`, r.ID); got != "v1.0.0+abc" {
+		t.Errorf("the run's build: %q, want the first claim's", got)
+	}
+	if got := q[string](e, `SELECT string_agg(build_id, ' ' ORDER BY step) FROM {schema}.steps WHERE run_id = $1`, r.ID); got != "v1.0.0+abc v1.0.0+abc v1.0.1+def" {
+		t.Errorf("the steps' builds: %q, want each step's writer's", got)
+	}
+}
+
+// A patch of a patched block (if Patched("b") ... else if Patched("a")
+// ...): a run that took a's branch takes it again, one that passed the
+// point before either takes the oldest, a new run takes b's.
+func TestPatch_APatchOfAPatchedBlockKeepsEachRunsBranch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var version atomic.Int32
+	calls := map[string]*atomic.Int32{"old": {}, "a": {}, "b": {}}
+	step := func(name string, add int) *activities.Activity[int, int] {
+		return activities.New(name, func(ctx context.Context, n int) (int, error) { calls[name].Add(1); return n + add, nil })
+	}
+	old, a, b := step("old", 1), step("a", 10), step("b", 100)
+	wf := sdk.NewWorkflow("repatched", func(ctx context.Context, n int) (int, error) {
+		act := old
+		switch {
+		case version.Load() >= 2 && sdk.Patched(ctx, "b"):
+			act = b
+		case version.Load() >= 1 && sdk.Patched(ctx, "a"):
+			act = a
+		}
+		n, err := sdk.Execute(ctx, act, n)
+		if err != nil {
+			return 0, err
+		}
+		_, err = sdk.Receive[string](ctx, "go", 0)
+		return n, err
+	})
+	e.worker(e.config(), wf)
+	start := func() *sdk.Run[int] {
+		t.Helper()
+		r, err := sdk.Start(e.ctx, e.client, wf, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the run to wait for its signal", func() bool {
+			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
+		})
+		return r
+	}
+	v0 := start()
+	version.Store(1)
+	v1 := start()
+	version.Store(2)
+	v2 := start()
+	for _, c := range []struct {
+		run  *sdk.Run[int]
+		want int
+	}{{v0, 1}, {v1, 10}, {v2, 100}} {
+		if err := e.client.Send(e.ctx, c.run.ID, "go", "now"); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := result(t, c.run); err != nil || out != c.want {
+			t.Fatalf("run %s: %d, %v; want %d", c.run.ID, out, err, c.want)
+		}
+	}
+	for name, n := range calls {
+		if n.Load() != 1 {
+			t.Errorf("step %q invoked %d times, want once", name, n.Load())
+		}
 	}
 }

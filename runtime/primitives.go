@@ -72,9 +72,12 @@ func (e *execution) inputChanged(n int, name, what string, recorded, now uint64)
 // Patched implements engine.Executor. A patch's record is a step of its
 // own, written with the run's next write (deferMark): a crash before it
 // leaves no record, and the replay reaches this point first again. A
-// recorded patch of another ID is one the code no longer asks about here,
-// passed over as next does.
+// recorded patch of another ID is one this call does not ask about, passed
+// over while looking for id's; when the answer is the old branch, those
+// records are left to the calls that do ask (if Patched("v3") ... else if
+// Patched("v2") ...), or to next.
 func (e *execution) Patched(ctx context.Context, id string, deprecated bool) bool {
+	at := e.nextStep
 	for {
 		n := e.nextStep + 1
 		rec, seen := e.steps[n]
@@ -87,6 +90,7 @@ func (e *execution) Patched(ctx context.Context, id string, deprecated bool) boo
 			}
 			return true
 		case kindOf(rec) != store.KindPatch: // recorded here before the patch: the old branch
+			e.nextStep = at
 			return false
 		case rec.Activity == id:
 			e.nextStep = n

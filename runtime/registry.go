@@ -88,7 +88,7 @@ func (r *registry) row(held int, stopped bool) *store.WorkerBeat {
 	return &store.WorkerBeat{
 		ID: r.id, Label: r.cfg.Label, Host: hostname, PID: os.Getpid(), Version: sdk.Version,
 		Workflows: r.names, Queues: r.cfg.Queues, Concurrency: r.cfg.Concurrency, Held: held,
-		Interval: r.cfg.HeartbeatInterval, TTL: r.cfg.LeaseTTL, Stopped: stopped,
+		Interval: r.cfg.HeartbeatInterval, TTL: r.cfg.LeaseTTL, Stopped: stopped, Build: r.cfg.BuildID,
 	}
 }
 

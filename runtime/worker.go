@@ -119,7 +119,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(pool, store.WithSchema(cfg.Schema))
+	st, err := store.New(pool, store.WithSchema(cfg.Schema), store.WithBuild(cfg.BuildID))
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,7 @@ func newEnv(t *testing.T, defs ...sdk.Definition) *env {
 	}
 	w, err := runtime.NewWorker(pool, runtime.Config{
 		Schema: schema, LeaseTTL: 5 * time.Second, HeartbeatInterval: time.Second,
-		PollInterval: 20 * time.Millisecond, Label: "cli-test-worker",
+		PollInterval: 20 * time.Millisecond, Label: "cli-test-worker", BuildID: "cli-test-build",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

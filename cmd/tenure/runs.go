@@ -284,7 +284,8 @@ type runJSON struct {
 	ParentRunID       *uuid.UUID      `json:"parent_run_id,omitempty"`
 	ParentStep        int             `json:"parent_step,omitempty"`
 	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
-	Input             json.RawMessage `json:"input,omitempty"`  // unless --no-payloads
+	BuildID           string          `json:"build_id,omitempty"` // the build that first claimed it
+	Input             json.RawMessage `json:"input,omitempty"`    // unless --no-payloads
 	Output            json.RawMessage `json:"output,omitempty"` // unless --no-payloads; none until completed
 }
 
@@ -342,6 +343,8 @@ type stepJSON struct {
 	SignalID     int64             `json:"signal_id,omitempty"`
 	ChildRunID   *uuid.UUID        `json:"child_run_id,omitempty"`
 	ChildStatus  record.RunStatus  `json:"child_status,omitempty"`
+	BuildID      string            `json:"build_id,omitempty"`   // the build that wrote it first
+	InputHash    string            `json:"input_hash,omitempty"` // hex; activity and child steps
 	Attempts     []attemptJSON     `json:"attempts"`
 }
 
@@ -355,6 +358,10 @@ func newStepJSON(s record.Step, attempts []attemptJSON) stepJSON {
 	}
 	if s.ChildRunID != uuid.Nil {
 		j.ChildRunID = &s.ChildRunID
+	}
+	j.BuildID = s.BuildID
+	if s.InputHash != 0 {
+		j.InputHash = fmt.Sprintf("%016x", s.InputHash)
 	}
 	return j
 }
@@ -429,6 +436,7 @@ func (a *app) showRun(op *operator.Operator, r record.Run, payloads bool) error 
 	out.Run = newRunJSON(record.RunSummary{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
 		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
 	out.Run.WaitingFor, out.Run.ParentStep, out.Run.CancelRequestedAt = r.WaitingFor, r.ParentStep, r.CancelRequested
+	out.Run.BuildID = r.BuildID
 	if payloads {
 		out.Run.Input, out.Run.Output = r.Input, r.Output
 	}
@@ -480,6 +488,9 @@ func (a *app) showRun(op *operator.Operator, r record.Run, payloads bool) error 
 	if r.Status == record.RunRunning {
 		t.row("lease", fmt.Sprintf("held by %s (epoch %d)", r.Claimant, r.Epoch))
 	}
+	if r.BuildID != "" {
+		t.row("build", r.BuildID+" (first claimed by)")
+	}
 	if text := waitingText(r); text != "" {
 		t.row("waiting", text)
 	}
@@ -511,6 +522,9 @@ func (a *app) showRun(op *operator.Operator, r record.Run, payloads bool) error 
 			continue
 		}
 		fmt.Fprintf(w, "  policy  %s\n", s.PolicyText)
+		if s.BuildID != "" {
+			fmt.Fprintf(w, "  build   %s\n", s.BuildID)
+		}
 		switch {
 		case s.BudgetFrom == 1:
 			fmt.Fprintln(w, "  attempt 1 was made before a requeue and no longer counts (marked *)")
@@ -617,6 +631,9 @@ func stepDetail(w io.Writer, s stepJSON) error {
 	}
 	if s.ErrorMessage != "" {
 		add("error", clip(s.ErrorMessage, 200))
+	}
+	if s.BuildID != "" {
+		add("build", s.BuildID)
 	}
 	if len(rows) == 0 {
 		return nil

@@ -98,6 +98,7 @@ status    failed
 queue     default
 created   <time> (<ago>)
 finished  <time> (<ago>)
+build     cli-test-build (first claimed by)
 failure   retries_exhausted at step 1 (refund) after 2 attempts (2 errors, 0 rescues)
 error     *errors.errorString: bank unreachable
 input     {"ID": 42}
@@ -171,6 +172,7 @@ created   <time> (<ago>)
 finished  <time> (<ago>)
 requeued  1 time
           <time> (<ago>) by <role> (audit <n>): INC-7: bank back
+build     cli-test-build (first claimed by)
 input     {"ID": 7}
 output    70
 `

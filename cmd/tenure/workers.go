@@ -45,7 +45,7 @@ worker serves. They wait until such a worker starts.`,
 					Orphans []record.Orphans `json:"orphaned_runs"`
 				}{ws, orphans})
 			}
-			t := newTable(a.stdout, "WORKER", "STATE", "HOST", "PID", "VERSION", "WORKFLOWS", "QUEUES", "HELD", "HEARTBEAT")
+			t := newTable(a.stdout, "WORKER", "STATE", "HOST", "PID", "VERSION", "BUILD", "WORKFLOWS", "QUEUES", "HELD", "HEARTBEAT")
 			for _, w := range ws {
 				state := "live"
 				switch {
@@ -54,7 +54,7 @@ worker serves. They wait until such a worker starts.`,
 				case !w.Live:
 					state = "dead"
 				}
-				t.row(w.Label, state, w.Host, w.PID, w.Version, strings.Join(w.Workflows, ","), strings.Join(w.Queues, ","),
+				t.row(w.Label, state, w.Host, w.PID, w.Version, dash(w.BuildID), strings.Join(w.Workflows, ","), strings.Join(w.Queues, ","),
 					fmt.Sprintf("%d/%d", w.RunsHeld, w.Concurrency), ago(w.LastHeartbeatAt))
 			}
 			if err := t.flush(); err != nil {

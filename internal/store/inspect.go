@@ -40,7 +40,8 @@ func (s *Store) StepRecords(ctx context.Context, runID uuid.UUID) ([]StepRecord,
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT s.step, s.activity, s.status, coalesce(s.reason, ''), coalesce(s.error_message, ''),
 		       coalesce(s.error_type, ''), s.policy, s.budget_from, s.first_started_at, s.finished_at,
-		       s.kind, s.due_at, s.child_run_id, coalesce(c.status, ''), coalesce(sg.id, 0)
+		       s.kind, s.due_at, s.child_run_id, coalesce(c.status, ''), coalesce(sg.id, 0),
+		       coalesce(s.build_id, ''), coalesce(s.input_hash, 0)
 		FROM {schema}.steps s
 		LEFT JOIN {schema}.signals sg ON sg.run_id = s.run_id AND sg.consumed_step = s.step
 		LEFT JOIN {schema}.runs c ON c.id = s.child_run_id
@@ -52,8 +53,11 @@ func (s *Store) StepRecords(ctx context.Context, runID uuid.UUID) ([]StepRecord,
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StepRecord, error) {
 		var r StepRecord
 		var child pgtype.UUID
+		var hash int64
 		err := row.Scan(&r.Step, &r.Activity, &r.Status, &r.Reason, &r.ErrorMessage, &r.ErrorType, &r.Policy,
-			&r.BudgetFrom, &r.FirstStartedAt, &r.FinishedAt, &r.Kind, &r.DueAt, &child, &r.ChildStatus, &r.SignalID)
+			&r.BudgetFrom, &r.FirstStartedAt, &r.FinishedAt, &r.Kind, &r.DueAt, &child, &r.ChildStatus, &r.SignalID,
+			&r.BuildID, &hash)
+		r.InputHash = uint64(hash)
 		if child.Valid {
 			r.ChildRunID = child.Bytes
 		}

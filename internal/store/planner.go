@@ -45,7 +45,13 @@ func (s *Store) planned(db Batcher, mode planMode, b *pgx.Batch) *pgx.Batch {
 		mode = planEnter
 	}
 	out := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
-	out.Queue(s.sql(`CALL {schema}.planner('` + string(mode) + `')`))
+	if s.build != "" && mode == planWrite {
+		// A worker's writes and claims name its build (ValidateBuildID
+		// keeps it free of quotes).
+		out.Queue(s.sql(`CALL {schema}.planner('` + string(mode) + `', '` + s.build + `')`))
+	} else {
+		out.Queue(s.sql(`CALL {schema}.planner('` + string(mode) + `')`))
+	}
 	out.QueuedQueries = append(out.QueuedQueries, b.QueuedQueries...)
 	if mode == planEnter {
 		out.Queue(s.sql(`CALL {schema}.planner('leave')`))

@@ -168,6 +168,7 @@ const sqlClaim = `
 		    lease_expires_at = now() + $5 * interval '1 millisecond',
 		    reclaims = r.reclaims + due.reclaim::int,
 		    started_at = coalesce(r.started_at, now()),
+		    build_id = coalesce(r.build_id, nullif(current_setting('tenure.build', true), '')), -- the first claim's
 		    waiting_for = NULL,
 		    updated_at = now()
 		FROM due

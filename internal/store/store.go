@@ -68,12 +68,32 @@ type Option func(*options)
 
 type options struct {
 	schema string
+	build  string
 }
 
 // WithSchema puts Tenure's tables in the named schema instead of DefaultSchema.
 // The name must be a lower-case SQL identifier (letters, digits, underscore).
 func WithSchema(name string) Option {
 	return func(o *options) { o.schema = name }
+}
+
+// WithBuild names the build of the worker whose statements the Store runs
+// (runtime.Config.BuildID): its writes record it on the runs it claims
+// first and on the steps they write (schema version 18). It must match
+// ValidateBuildID.
+func WithBuild(id string) Option {
+	return func(o *options) { o.build = id }
+}
+
+var buildID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$`)
+
+// ValidateBuildID reports whether id can name a build: 1 to 64 letters,
+// digits and . _ + : -, the first a letter or a digit.
+func ValidateBuildID(id string) error {
+	if !buildID.MatchString(id) {
+		return fmt.Errorf("tenure: invalid build ID %q: want 1 to 64 characters matching %s", id, buildID)
+	}
+	return nil
 }
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -91,6 +111,11 @@ func buildOptions(opts []Option) (options, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.build != "" {
+		if err := ValidateBuildID(o.build); err != nil {
+			return o, err
+		}
+	}
 	return o, ValidateSchema(o.schema)
 }
 
@@ -99,6 +124,7 @@ func buildOptions(opts []Option) (options, error) {
 type Store struct {
 	pool   *pgxpool.Pool
 	schema string
+	build  string // "" : none
 
 	mu      sync.Mutex
 	checked bool
@@ -123,7 +149,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, schema: o.schema}, nil
+	return &Store{pool: pool, schema: o.schema, build: o.build}, nil
 }
 
 // Pool returns the pool the store runs on.

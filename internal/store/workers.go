@@ -25,25 +25,27 @@ type WorkerBeat struct {
 	Held        int // runs it holds now
 	Interval    time.Duration
 	TTL         time.Duration
-	Stopped     bool // a clean Shutdown's last beat
+	Stopped     bool   // a clean Shutdown's last beat
+	Build       string // the build it runs (runtime.Config.BuildID)
 }
 
 func (b *WorkerBeat) args() []any {
 	return []any{uuidArg(b.ID), b.Label, b.Host, b.PID, b.Version, b.Workflows, b.Queues, b.Concurrency, b.Held,
-		b.Interval.Milliseconds(), b.TTL.Milliseconds(), b.Stopped}
+		b.Interval.Milliseconds(), b.TTL.Milliseconds(), b.Stopped, b.Build}
 }
 
 // The registry's upsert; its parameters start at $1 (the statement alone) or
 // after Renew's three.
 const upsertWorker = `
 	INSERT INTO {schema}.workers AS w (id, label, host, pid, version, workflows, queues, concurrency, runs_held,
-	                                   heartbeat_ms, lease_ttl_ms, stopped_at)
-	VALUES ($%d::uuid, $%d, $%d, $%d, $%d, $%d::text[], $%d::text[], $%d, $%d, $%d, $%d, CASE WHEN $%d::bool THEN now() END)
+	                                   heartbeat_ms, lease_ttl_ms, stopped_at, build_id)
+	VALUES ($%d::uuid, $%d, $%d, $%d, $%d, $%d::text[], $%d::text[], $%d, $%d, $%d, $%d, CASE WHEN $%d::bool THEN now() END,
+	        nullif($%d::text, ''))
 	ON CONFLICT (id) DO UPDATE
 	SET label = EXCLUDED.label, host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, workflows = EXCLUDED.workflows,
 	    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency, runs_held = EXCLUDED.runs_held,
 	    heartbeat_ms = EXCLUDED.heartbeat_ms, lease_ttl_ms = EXCLUDED.lease_ttl_ms,
-	    last_heartbeat_at = now(), stopped_at = EXCLUDED.stopped_at`
+	    last_heartbeat_at = now(), stopped_at = EXCLUDED.stopped_at, build_id = EXCLUDED.build_id`
 
 // Beat writes the worker's registry row alone: the heartbeat of a worker
 // that holds no run (with runs, Renew carries it).
@@ -80,7 +82,7 @@ type Worker = record.Worker
 func (s *Store) Workers(ctx context.Context, all bool) ([]Worker, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
 		SELECT w.id, w.label, w.host, w.pid, w.version, w.workflows, w.queues, w.concurrency, w.runs_held,
-		       w.started_at, w.last_heartbeat_at, w.stopped_at, l.id IS NOT NULL
+		       w.started_at, w.last_heartbeat_at, w.stopped_at, l.id IS NOT NULL, coalesce(w.build_id, '')
 		FROM {schema}.workers w LEFT JOIN {schema}.live_workers l USING (id)
 		WHERE $1 OR l.id IS NOT NULL
 		ORDER BY l.id IS NULL, w.last_heartbeat_at DESC, w.label`), all)
