@@ -891,16 +891,21 @@ BEGIN
     -- A give that names its slot frees it by its primary key; one that
     -- does not (a run's, a repeat's) looks for it among the key's held
     -- slots. (unnest pads slots with NULLs.)
-    FOR k IN WITH g AS (SELECT * FROM unnest(runs, epochs, dss, keys, outcomes, slots) AS x(run_id, epoch, downstream, key, outcome, slot)),
+    -- A run's give ('run': its end) frees the slot it took under any
+    -- epoch, but only while it holds the run's lease (g.holds): a worker
+    -- that lost it, its end refused, frees nothing of the next holder's.
+    FOR k IN WITH g AS (SELECT x.*, x.outcome = 'run' AND EXISTS (
+                            SELECT 1 FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch) AS holds
+                        FROM unnest(runs, epochs, dss, keys, outcomes, slots) AS x(run_id, epoch, downstream, key, outcome, slot)),
              by_slot AS (UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
                          FROM g
                          WHERE g.slot IS NOT NULL AND x.downstream = g.downstream AND x.key = g.key AND x.slot = g.slot
-                           AND x.run_id = g.run_id AND (x.epoch = g.epoch OR g.outcome = 'run')
+                           AND x.run_id = g.run_id AND CASE WHEN g.outcome = 'run' THEN g.holds ELSE x.epoch = g.epoch END
                          RETURNING x.downstream, x.key),
              by_run AS (UPDATE {schema}.flow_slots x SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL
                         FROM g
                         WHERE g.slot IS NULL AND x.run_id = g.run_id AND x.downstream = g.downstream AND x.key = g.key
-                          AND (x.epoch = g.epoch OR g.outcome = 'run')
+                          AND CASE WHEN g.outcome = 'run' THEN g.holds ELSE x.epoch = g.epoch END
                         RETURNING x.downstream, x.key)
              SELECT f.downstream, f.key, count(*)::int AS n
              FROM (SELECT * FROM by_slot UNION ALL SELECT * FROM by_run) AS f GROUP BY 1, 2 ORDER BY 1, 2 LOOP

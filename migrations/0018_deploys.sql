@@ -4,8 +4,9 @@
 -- one (nondeterminism, named by the step, instead of a silent different
 -- path); and patches are steps of a kind of their own.
 --
--- input_hash is the 64-bit hash of the input's JSON as the worker encoded
--- it (store.InputHash), written with the step (an activity's first
+-- input_hash is a 64-bit hash of the input's JSON value (store.InputHash:
+-- the same for every encoding of one value, whatever its whitespace, the
+-- order of its objects' members or its escapes), written with the step (an activity's first
 -- attempt, a child's start); NULL for steps of the other kinds and for
 -- steps recorded before this version, which a replay does not check. Eight
 -- bytes a step, in a column nothing indexes (the steps' updates stay HOT).
@@ -33,8 +34,8 @@ CREATE TABLE {schema}.patches (
 -- that took it (open_with) and those that were created before it was first
 -- recorded and have not taken it (open_without, the oldest's creation in
 -- oldest_without): they were started by code without the patch and may
--- take its old branch. When open_without is 0, no run can take the old
--- branch again, and the code may drop it (keeping sdk.DeprecatePatch).
+-- take its old branch (docs/deploying.md says what it cannot count). It
+-- reads the steps of every open run of the workflow: an operator's view.
 CREATE VIEW {schema}.patch_status AS
 SELECT p.workflow, p.patch, p.first_recorded_at,
        count(*) FILTER (WHERE o.took) AS open_with,

@@ -354,7 +354,7 @@ func (e *execution) admitRun(wf sdk.Definition, keyErr error) bool {
 	switch d := res.Denied; {
 	case d == nil:
 		e.ending.Store(false)
-		hold.Slot = res.Slot // 0 when it held its slot already: then looked for by the run
+		hold.Slot = res.Slot // 0 for a repeat's answer: its give then looks for it by the run
 		return true
 	case d.Cause == store.PolicyCancelNewest:
 		e.runHold = nil // it holds none

@@ -94,8 +94,24 @@ func TestPatch_OldRunsTakeTheOldBranchNewRunsTheNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) != 2 {
-		t.Fatalf("%d sql blocks in docs/deploying.md, want 2", len(blocks))
+	if len(blocks) != 3 {
+		t.Fatalf("%d sql blocks in docs/deploying.md, want 3", len(blocks))
+	}
+	// The builds that wrote the open runs' steps, for the page's workflow
+	// and for this one.
+	for _, wf := range []string{"checkout", "patched"} {
+		q := strings.ReplaceAll(strings.ReplaceAll(blocks[1][1], "tenure.", e.schema+"."), "'checkout'", "'"+wf+"'")
+		rows, err := e.pool.Query(e.ctx, q)
+		if err != nil {
+			t.Fatalf("docs/deploying.md's query of builds: %v", err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		if rows.Close(); rows.Err() != nil || (wf == "patched") != (n == 1) {
+			t.Fatalf("docs/deploying.md's query of builds for %s: %d rows, %v", wf, n, rows.Err())
+		}
 	}
 	var workflow, patch string
 	var firstAt, oldest time.Time

@@ -15,8 +15,10 @@ const (
 	InputCheckFail InputCheck = "fail"
 	// InputCheckWarn logs the difference (tenure: replayed step called with
 	// another input) and replays the step from its record, as before the
-	// check existed: for a workflow whose runs in flight were started by
-	// code that computed an input differently, on purpose.
+	// check existed (a step that had not completed goes on with its next
+	// attempt, called with the new input): for a workflow whose runs in
+	// flight were started by code that computed an input differently, on
+	// purpose.
 	InputCheckWarn InputCheck = "warn"
 )
 

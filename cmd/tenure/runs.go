@@ -286,7 +286,7 @@ type runJSON struct {
 	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
 	BuildID           string          `json:"build_id,omitempty"` // the build that first claimed it
 	Input             json.RawMessage `json:"input,omitempty"`    // unless --no-payloads
-	Output            json.RawMessage `json:"output,omitempty"` // unless --no-payloads; none until completed
+	Output            json.RawMessage `json:"output,omitempty"`   // unless --no-payloads; none until completed
 }
 
 // requeueJSON is one requeue of a run, from the audit log, as runs show

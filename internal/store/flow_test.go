@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -343,6 +344,16 @@ func TestCommit_ARunsTakeIsToldTheSlotItHolds(t *testing.T) {
 	}
 	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), l.RunID); err != nil {
 		t.Fatal(err)
+	}
+	// The worker that lost the lease ends the run: refused, and its give
+	// frees nothing of the next holder's slot.
+	stale := store.Write{Lease: l, Gives: []store.FlowGive{{Downstream: "wf:key", Outcome: store.GiveRun, Slot: first.Slot}},
+		CompleteRun: &store.RunOutput{Output: []byte(`1`)}}
+	if r, err := st.Commit(t.Context(), st.Pool(), []store.Write{stale}); err != nil || !errors.Is(r[0].Err, store.ErrLeaseLost) {
+		t.Fatalf("a stale end: %v %+v, want ErrLeaseLost", err, r)
+	}
+	if n := scalar[int64](t, st, `SELECT count(run_id) FROM {schema}.flow_slots WHERE downstream = 'wf:key'`); n != 1 {
+		t.Fatalf("%d slots held after a stale end's give, want the run's 1", n)
 	}
 	l.Epoch++
 	if again := take(l); again.Slot != first.Slot {

@@ -120,11 +120,12 @@ const sqlMark = `
 		    finished_at = EXCLUDED.finished_at
 		WHERE s.status NOT IN ('completed', 'failed')
 		RETURNING s.run_id, s.step, s.status, s.output, s.due_at),
-	pt AS ( -- a patch's first record names it in patches (patch_status)
+	pt AS ( -- a patch's first record names it in patches (patch_status), in order: no two batches wait on each other's
 		INSERT INTO {schema}.patches (workflow, patch)
-		SELECT r.workflow, f.name FROM f, LATERAL (
+		SELECT DISTINCT r.workflow, f.name FROM f, LATERAL (
 			SELECT r.workflow FROM {schema}.runs r WHERE r.id = f.run_id OFFSET 0) AS r
 		WHERE f.kind = 'patch'
+		ORDER BY 1, 2
 		ON CONFLICT DO NOTHING)
 	SELECT f.run_id, f.epoch,
 	       coalesce(extract(epoch FROM coalesce(s.due_at, o.due_at) - now()) * 1000, 'NaN')::float8,

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,36 +43,6 @@ type Step struct {
 	// attempt was called with (InputHash); 0 when none was recorded (a step
 	// recorded before schema version 18).
 	InputHash uint64
-}
-
-// InputHash is the hash a step records of its encoded input: FNV-1a's
-// step (xor, then multiply by its prime) over the input 8 bytes at a time,
-// then its length, then a final mix. Each step is a bijection of the hash
-// for a given word, so two inputs of one length that differ in a single
-// 8-byte word always hash apart; other pairs collide with odds of about
-// 2^-64. Stable across processes, builds and machines, about 0.2 ns a
-// byte. It tells a changed input from the recorded one; it is no
-// protection against inputs made to collide.
-func InputHash(input []byte) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037)
-	for len(input) >= 8 {
-		h = (h ^ binary.LittleEndian.Uint64(input)) * prime
-		input = input[8:]
-	}
-	var tail [8]byte
-	copy(tail[:], input)
-	h = (h ^ binary.LittleEndian.Uint64(tail[:]) ^ uint64(len(input))<<56) * prime
-	// Mix the high bits down (SplitMix64's finalizer: also a bijection).
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	if h == 0 { // 0 means none recorded
-		h = 1
-	}
-	return h
 }
 
 // ChildState is how a child run stands, as its parent's step sees it.
