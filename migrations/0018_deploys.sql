@@ -94,3 +94,41 @@ ALTER TABLE {schema}.workers ADD COLUMN build_id text;
 ALTER TABLE {schema}.runs ADD COLUMN build_id text;
 ALTER TABLE {schema}.steps ADD COLUMN build_id text
     DEFAULT nullif(pg_catalog.current_setting('tenure.build', true), '');
+
+-- _requeue (version 5) reset the failure's step whatever its status, to
+-- give it a fresh budget. A nondeterminism failure names a step that may
+-- have completed (its replay called it with another input, or another
+-- activity): reset, it ran again after the requeue, its effect twice. A
+-- completed step now stays completed; the others are reset as before.
+CREATE OR REPLACE FUNCTION {schema}._requeue(ids uuid[])
+RETURNS TABLE (run_id uuid, queue text, requeues integer)
+LANGUAGE sql VOLATILE AS $$
+    WITH r AS (
+        UPDATE {schema}.runs
+        SET status = 'queued', run_after = now(), requeues = requeues + 1, reclaims = 0,
+            error_message = NULL, output = NULL, finished_at = NULL, updated_at = now()
+        WHERE id = ANY (ids) AND status = 'failed'
+        RETURNING id, queue, requeues),
+    f AS (
+        UPDATE {schema}.failures f
+        SET requeued_at = now(), requeue_count = r.requeues
+        FROM r
+        WHERE f.run_id = r.id AND f.requeued_at IS NULL
+        RETURNING f.run_id, f.step),
+    st AS (
+        UPDATE {schema}.steps s
+        SET status = 'running', reason = NULL, error_message = NULL, error_type = NULL, error_value = NULL,
+            finished_at = NULL,
+            budget_from = (SELECT coalesce(max(a.attempt), 0) FROM {schema}.attempts a
+                           WHERE a.run_id = s.run_id AND a.step = s.step)
+        FROM f
+        WHERE s.run_id = f.run_id AND s.step = f.step AND s.status <> 'completed'),
+    ch AS (
+        UPDATE {schema}.steps s
+        SET status = 'waiting', reason = NULL, error_message = NULL, error_type = NULL, finished_at = NULL
+        FROM r
+        WHERE s.run_id = r.id AND s.kind = 'child' AND s.status = 'failed')
+    -- Identical notifications in one transaction are delivered once: one per queue.
+    SELECT r.id, r.queue, r.requeues
+    FROM r, LATERAL pg_catalog.pg_notify({schema}.runs_channel(), r.queue) AS notified
+$$;

@@ -228,6 +228,26 @@ func TestReplay_ChangedInputAtARecordedStepIsNondeterminism(t *testing.T) {
 			if firsts.Load() != 1 {
 				t.Fatalf("step 1 invoked %d times, want once", firsts.Load())
 			}
+			if check == sdk.InputCheckWarn {
+				return
+			}
+			// The failure row names the step and both hashes; after a
+			// deploy that restores the input, a requeue completes the run.
+			open, err := e.op.Failures(e.ctx, operator.FailureFilter{RunID: run.ID})
+			if err != nil || len(open) != 1 || open[0].Reason != sdk.ReasonNondeterminism || open[0].Step != 1 ||
+				!strings.Contains(open[0].ErrorMessage, "input hash") {
+				t.Fatalf("failure rows %+v, %v; want one nondeterminism at step 1 naming the hashes", open, err)
+			}
+			version.Store(0)
+			if err := e.op.Requeue(e.ctx, run.ID, "fixed the input"); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := result(t, run); err != nil || out != 20 {
+				t.Fatalf("after the requeue: %d, %v; want 20", out, err)
+			}
+			if firsts.Load() != 1 {
+				t.Fatalf("step 1 invoked %d times, want once", firsts.Load())
+			}
 		})
 	}
 }
