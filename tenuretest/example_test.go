@@ -2,6 +2,7 @@ package tenuretest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 	"github.com/tenurehq/tenure/tenuretest"
@@ -228,4 +231,27 @@ func ExampleConfigure() {
 	fmt.Println(env.History(run.ID)[0].Worker)
 	// Output:
 	// worker-a
+}
+
+// A history, as tenure runs export writes it, replayed against a version of
+// the workflow that swapped its two steps: the replay names the first step
+// where the code now does something else, without invoking any activity.
+func ExampleReplayHistory() {
+	reserve := activities.New("reserve", func(ctx context.Context, sku string) (string, error) { return "r-" + sku, nil })
+	charge := activities.New("charge", func(ctx context.Context, sku string) (string, error) { return "c-" + sku, nil })
+	swapped := sdk.NewWorkflow("order", func(ctx context.Context, sku string) (string, error) {
+		if _, err := sdk.Execute(ctx, charge, sku); err != nil { // was second
+			return "", err
+		}
+		return sdk.Execute(ctx, reserve, sku)
+	})
+	line := `{"format":"tenure.history/1","run_id":"0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e","workflow":"order","status":"running",
+		"input":"sku-1","steps":[{"step":1,"kind":"activity","name":"reserve","status":"completed","output":"r-sku-1"}]}`
+	var h record.History
+	if err := json.Unmarshal([]byte(line), &h); err != nil {
+		panic(err)
+	}
+	fmt.Println(tenuretest.ReplayHistory(swapped, h))
+	// Output:
+	// run 0192c3e4-7b1a-7c52-9a3e-5d1f2b3c4d5e diverges at step 1: recorded activity "reserve", now activity "charge"
 }

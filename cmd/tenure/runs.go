@@ -137,9 +137,9 @@ kind alone.`,
 	}
 	keyFlag(show, &key)
 	show.Flags().BoolVar(&noPayloads, "no-payloads", false, "leave out the run's input and output")
-	return group("runs", "Start, list, count and show runs; wait for one; signal, cancel and delete runs",
+	return group("runs", "Start, list, count and show runs; wait for one; signal, cancel and delete runs; export histories",
 		a.runsStartCommand(), list, count, show, a.runsResultCommand(),
-		a.runsSignalCommand(), a.runsCancelCommand(), a.runsDeleteCommand())
+		a.runsSignalCommand(), a.runsCancelCommand(), a.runsDeleteCommand(), a.runsExportCommand())
 }
 
 // runFilter is the filters of runs list and runs count.
