@@ -96,10 +96,12 @@ ALTER TABLE {schema}.steps ADD COLUMN build_id text
     DEFAULT nullif(pg_catalog.current_setting('tenure.build', true), '');
 
 -- _requeue (version 5) reset the failure's step whatever its status, to
--- give it a fresh budget. A nondeterminism failure names a step that may
--- have completed (its replay called it with another input, or another
--- activity): reset, it ran again after the requeue, its effect twice. A
--- completed step now stays completed; the others are reset as before.
+-- give it a fresh budget. A nondeterminism failure names the step whose
+-- replay differed, which had completed, or failed and been handled by the
+-- workflow: reset, it ran again after the requeue, its effect twice. Now a
+-- nondeterminism failure resets no step (the run replays as it was
+-- recorded, under the fixed code), and no completed step is ever reset; a
+-- step that gave up is reset as before.
 CREATE OR REPLACE FUNCTION {schema}._requeue(ids uuid[])
 RETURNS TABLE (run_id uuid, queue text, requeues integer)
 LANGUAGE sql VOLATILE AS $$
@@ -114,7 +116,7 @@ LANGUAGE sql VOLATILE AS $$
         SET requeued_at = now(), requeue_count = r.requeues
         FROM r
         WHERE f.run_id = r.id AND f.requeued_at IS NULL
-        RETURNING f.run_id, f.step),
+        RETURNING f.run_id, f.step, f.reason),
     st AS (
         UPDATE {schema}.steps s
         SET status = 'running', reason = NULL, error_message = NULL, error_type = NULL, error_value = NULL,
@@ -122,7 +124,7 @@ LANGUAGE sql VOLATILE AS $$
             budget_from = (SELECT coalesce(max(a.attempt), 0) FROM {schema}.attempts a
                            WHERE a.run_id = s.run_id AND a.step = s.step)
         FROM f
-        WHERE s.run_id = f.run_id AND s.step = f.step AND s.status <> 'completed'),
+        WHERE s.run_id = f.run_id AND s.step = f.step AND s.status <> 'completed' AND f.reason <> 'nondeterminism'),
     ch AS (
         UPDATE {schema}.steps s
         SET status = 'waiting', reason = NULL, error_message = NULL, error_type = NULL, finished_at = NULL

@@ -318,3 +318,44 @@ func TestReplay_ARawOutputPassedOnReplays(t *testing.T) {
 		t.Fatalf("result error %v, step 2 invoked %d times; want the run completed, step 2 once", err, takes.Load())
 	}
 }
+
+// A step that failed and that the workflow handled, then replayed with
+// another input, fails the run nondeterminism; after the fix a requeue
+// replays it from its record: the activity is not invoked again.
+func TestReplay_ARequeueAfterNondeterminismInvokesNoRecordedStepAgain(t *testing.T) {
+	e := newEnv(t)
+	var version, charges, refunds atomic.Int32
+	charge := activities.New("charge", func(ctx context.Context, x in) (int, error) {
+		charges.Add(1)
+		return 0, policy.Permanent(errors.New("declined"))
+	})
+	refund := activities.New("compensate", flaky(&refunds, 1, errors.New("later")), policy.Constant(200*time.Millisecond), policy.Jitter(policy.NoJitter))
+	wf := sdk.NewWorkflow("charge-or-compensate", func(ctx context.Context, x in) (int, error) {
+		arg := x
+		arg.N += int(version.Load())
+		if _, err := sdk.Execute(ctx, charge, arg); err == nil {
+			return 1, nil
+		}
+		return sdk.Execute(ctx, refund, x) // the workflow handles the decline
+	})
+	cfg := e.config()
+	cfg.MaxInProcessSleep = 10 * time.Millisecond // step 2's retry suspends: step 1 is replayed after it
+	w := e.worker(cfg, wf)
+	run, _ := sdk.Start(e.ctx, e.client, wf, in{N: 1})
+	eventually(t, "suspension", func() bool { return w.Stats().Suspended == 1 })
+	version.Store(1)
+	var re *sdk.RunError
+	if _, err := result(t, run); !errors.As(err, &re) || re.Reason != sdk.ReasonNondeterminism || re.Step != 1 {
+		t.Fatalf("result error %v, want nondeterminism at step 1", err)
+	}
+	version.Store(0)
+	if err := e.op.Requeue(e.ctx, run.ID, "input fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, run); err != nil || out != 2 {
+		t.Fatalf("after the requeue: %d, %v; want 2 (compensated)", out, err)
+	}
+	if charges.Load() != 1 {
+		t.Fatalf("charge invoked %d times, want once", charges.Load())
+	}
+}

@@ -50,14 +50,23 @@ func ReplayHistory(wf sdk.Definition, h record.History) error {
 		return fmt.Errorf("run %s: a history of workflow %q, replayed against %q", h.RunID, h.Workflow, wf.Name())
 	}
 	x := &replayer{h: h, steps: map[int]record.HistoryStep{}}
+	if ic, ok := wf.(sdk.InputChecked); ok {
+		x.warn = ic.InputCheck() == sdk.InputCheckWarn
+	}
 	for _, s := range h.Steps {
 		x.steps[s.Step] = s
 	}
 	done := make(chan struct{})
 	var out []byte
 	var err error
+	var panicked any
 	go func() { // a replay that reaches where the run stands ends this goroutine (Goexit)
 		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				panicked = p
+			}
+		}()
 		ctx, cancel := context.WithCancel(engine.WithExecutor(context.Background(), x))
 		defer cancel()
 		out, err = wf.Invoke(ctx, h.Input)
@@ -67,6 +76,8 @@ func ReplayHistory(wf sdk.Definition, h record.History) error {
 	switch {
 	case x.diverged != nil:
 		return x.diverged
+	case panicked != nil:
+		return &Divergence{RunID: h.RunID, Step: x.next, Recorded: x.describe(x.next), Now: fmt.Sprintf("the workflow panics: %v", panicked)}
 	case !x.returned: // stopped where the run stands
 		return nil
 	}
@@ -74,9 +85,15 @@ func ReplayHistory(wf sdk.Definition, h record.History) error {
 		return &Divergence{RunID: h.RunID, Step: x.next + 1, Recorded: x.describe(x.next + 1),
 			Now: "the workflow returns"}
 	}
-	if h.Status == record.RunCompleted && err == nil && !jsonEqual(out, h.Output) {
-		return &Divergence{RunID: h.RunID, Step: x.next + 1, Recorded: "the run's output " + string(h.Output),
-			Now: "the workflow returns " + string(out)}
+	if h.Status == record.RunCompleted {
+		switch {
+		case err != nil:
+			return &Divergence{RunID: h.RunID, Step: x.next + 1, Recorded: "the run's output " + string(h.Output),
+				Now: "the workflow returns an error: " + err.Error()}
+		case !jsonEqual(out, h.Output):
+			return &Divergence{RunID: h.RunID, Step: x.next + 1, Recorded: "the run's output " + string(h.Output),
+				Now: "the workflow returns " + string(out)}
+		}
 	}
 	return nil
 }
@@ -122,18 +139,25 @@ func ReadHistories(r io.Reader) ([]record.History, error) {
 type replayer struct {
 	h        record.History
 	steps    map[int]record.HistoryStep
-	next     int // the last step number the code took
+	next     int  // the last step number the code took
+	warn     bool // the workflow's input check warns (sdk.InputCheckWarn): a changed input replays
+	over     bool // stopped or diverged: what the workflow's deferred code calls is not replayed
 	diverged *Divergence
 	returned bool
 }
 
 // stop ends the workflow's goroutine: it reached where the run stands.
-func (x *replayer) stop() { goruntime.Goexit() }
-
-// diverge records where the replay differs and ends the goroutine.
-func (x *replayer) diverge(n int, now string) {
-	x.diverged = &Divergence{RunID: x.h.RunID, Step: n, Recorded: x.describe(n), Now: now}
+func (x *replayer) stop() {
+	x.over = true
 	goruntime.Goexit()
+}
+
+// diverge records where the replay first differs and ends the goroutine.
+func (x *replayer) diverge(n int, now string) {
+	if x.diverged == nil {
+		x.diverged = &Divergence{RunID: x.h.RunID, Step: n, Recorded: x.describe(n), Now: now}
+	}
+	x.stop()
 }
 
 func (x *replayer) describe(n int) string {
@@ -148,10 +172,14 @@ func (x *replayer) describe(n int) string {
 	return d
 }
 
+// lastRecorded is the last recorded step but patches, which a workflow
+// that no longer asks about them passes over.
 func (x *replayer) lastRecorded() int {
 	last := 0
-	for n := range x.steps {
-		last = max(last, n)
+	for n, s := range x.steps {
+		if s.Kind != record.KindPatch {
+			last = max(last, n)
+		}
 	}
 	return last
 }
@@ -160,6 +188,9 @@ func (x *replayer) lastRecorded() int {
 // asks about passed over; a record of another kind or name diverges; no
 // record stops the replay.
 func (x *replayer) take(kind record.StepKind, name string, input []byte, hashed bool) (int, record.HistoryStep) {
+	if x.over {
+		goruntime.Goexit()
+	}
 	x.next++
 	rec, seen := x.steps[x.next]
 	for seen && rec.Kind == record.KindPatch {
@@ -173,7 +204,7 @@ func (x *replayer) take(kind record.StepKind, name string, input []byte, hashed 
 	if rec.Kind != kind || rec.Name != name {
 		x.diverge(x.next, now)
 	}
-	if hashed && rec.InputHash != "" {
+	if hashed && rec.InputHash != "" && !x.warn {
 		if h := fmt.Sprintf("%016x", store.InputHash(input)); h != rec.InputHash {
 			x.diverge(x.next, now+" with input hash "+h)
 		}
@@ -268,6 +299,9 @@ func (x *replayer) AwaitChild(ctx context.Context, step int) ([]byte, error) {
 
 // Patched implements engine.Executor, as the runtime's does.
 func (x *replayer) Patched(ctx context.Context, id string, deprecated bool) bool {
+	if x.over {
+		goruntime.Goexit()
+	}
 	at := x.next
 	for {
 		n := x.next + 1

@@ -140,4 +140,13 @@ func TestReplay_RefusesWhatItCannotReplay(t *testing.T) {
 			t.Errorf("%s: replayed without an error", name)
 		}
 	}
+	// New code that panics, or returns an error where the run completed.
+	for name, body := range map[string]func(context.Context, int) (int, error){
+		"a panic":  func(context.Context, int) (int, error) { panic("boom") },
+		"an error": func(context.Context, int) (int, error) { return 0, errors.New("nope") },
+	} {
+		if err := tenuretest.ReplayHistory(sdk.NewWorkflow("short", body), h); err == nil || !strings.Contains(err.Error(), "the workflow") {
+			t.Errorf("%s: %v, want a divergence", name, err)
+		}
+	}
 }

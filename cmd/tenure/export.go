@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -60,8 +62,13 @@ Give run IDs, or select runs as runs list does (--workflow, --status,
 				}
 			}
 			enc := json.NewEncoder(a.stdout)
+			selected := len(args) == 0
 			for _, id := range ids {
 				h, err := op.ExportHistory(a.ctx, id)
+				if selected && errors.Is(err, operator.ErrNotFound) {
+					fmt.Fprintf(a.stderr, "tenure: run %s was deleted since it was selected: not exported\n", id)
+					continue
+				}
 				if err != nil {
 					return err
 				}

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"math"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -33,8 +32,7 @@ const (
 	tagObject
 	tagArray
 	tagString
-	tagInteger
-	tagFloat
+	tagNumber
 	tagTrue
 	tagFalse
 	tagNull
@@ -151,7 +149,7 @@ func str(b []byte) (uint64, []byte, bool) {
 	if bytes.IndexByte(b[:end], '\\') < 0 {
 		return wordHash(tagString, b[:end]), b[end+1:], true
 	}
-	decoded := make([]byte, 0, len(b))
+	decoded := make([]byte, 0, end) // about the string's length: end is its first quote
 	for i := 0; i < len(b); {
 		c := b[i]
 		switch {
@@ -221,49 +219,81 @@ func unicodeEscape(b []byte) (rune, int) {
 	return r, 6
 }
 
-// number hashes the number at the start of b by its value: an integer by
-// its digits (exactly, however long), another number by the integer it is
-// when it is one (below 2^53), else by its float64.
+// number hashes the number at the start of b by its exact decimal value:
+// its sign, its significant digits and their power of ten, so that 100,
+// 100.0, 1e2 and 1E+2 hash alike (jsonb prints a number in its own form) and
+// any two different values apart, however many digits they have.
 func number(b []byte) (uint64, []byte, bool) {
 	end := 0
-	integer := true
 	for end < len(b) {
 		c := b[end]
-		if c == '.' || c == 'e' || c == 'E' || c == '+' {
-			integer = false
-		} else if !(c == '-' || c >= '0' && c <= '9') {
+		if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
 			break
 		}
 		end++
 	}
 	lit := b[:end]
-	if integer {
-		neg := len(lit) > 0 && lit[0] == '-'
-		digits := lit
-		if neg {
-			digits = digits[1:]
-		}
-		for len(digits) > 0 && digits[0] == '0' {
-			digits = digits[1:]
-		}
-		if len(digits) == 0 {
-			digits, neg = []byte("0"), false // -0, 00
-		}
-		h := wordHash(tagInteger, digits)
-		if neg {
-			h = ^h
-		}
-		return h, b[end:], true
+	neg := len(lit) > 0 && lit[0] == '-'
+	if neg {
+		lit = lit[1:]
 	}
-	f, err := strconv.ParseFloat(string(lit), 64)
-	if err != nil {
+	mant, exp := lit, int64(0)
+	if i := bytes.IndexAny(lit, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(string(lit[i+1:]), 10, 64)
+		if err != nil {
+			return 0, b, false
+		}
+		mant, exp = lit[:i], e
+	}
+	intPart, frac := mant, []byte(nil)
+	if i := bytes.IndexByte(mant, '.'); i >= 0 {
+		intPart, frac = mant[:i], mant[i+1:]
+	}
+	if len(intPart) == 0 || !digitsOnly(intPart) || !digitsOnly(frac) || (frac != nil && len(frac) == 0) {
 		return 0, b, false
 	}
-	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-		h, _, _ := number([]byte(strconv.FormatInt(int64(f), 10)))
-		return h, b[end:], true
+	// The significant digits D, intPart then frac without the zeros that
+	// lead or trail, and the power of ten p with value = 0.D × 10^p.
+	for len(intPart) > 0 && intPart[0] == '0' {
+		intPart = intPart[1:]
 	}
-	return tagFloat ^ math.Float64bits(f), b[end:], true
+	if len(intPart) == 0 {
+		for len(frac) > 0 && frac[0] == '0' {
+			frac, exp = frac[1:], exp-1
+		}
+	}
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	if len(frac) == 0 {
+		for len(intPart) > 0 && intPart[len(intPart)-1] == '0' {
+			intPart, exp = intPart[:len(intPart)-1], exp+1
+		}
+	}
+	if len(intPart)+len(frac) == 0 {
+		return mix(tagNumber), b[end:], true // zero, of any sign and form
+	}
+	const prime = 1099511628211
+	h := tagNumber
+	for _, part := range [2][]byte{intPart, frac} { // D byte by byte: however it was split
+		for _, c := range part {
+			h = (h ^ uint64(c)) * prime
+		}
+	}
+	h = mix(mix(h) ^ uint64(exp+int64(len(intPart))))
+	if neg {
+		h = ^h
+	}
+	return h, b[end:], true
+}
+
+func digitsOnly(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func skipSpace(b []byte) []byte {
