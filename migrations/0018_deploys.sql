@@ -6,10 +6,11 @@
 --
 -- input_hash is a 64-bit hash of the input's JSON value (store.InputHash:
 -- the same for every encoding of one value, whatever its whitespace, the
--- order of its objects' members or its escapes), written with the step (an activity's first
--- attempt, a child's start); NULL for steps of the other kinds and for
--- steps recorded before this version, which a replay does not check. Eight
--- bytes a step, in a column nothing indexes (the steps' updates stay HOT).
+-- order of its objects' members, its escapes or its numbers' forms),
+-- written with the step (an activity's first attempt, a child's start);
+-- NULL for steps of the other kinds and for steps recorded before this
+-- version, which a replay does not check. Eight bytes a step, in a column
+-- nothing indexes (the steps' updates stay HOT).
 ALTER TABLE {schema}.steps ADD COLUMN input_hash bigint;
 
 -- Patches (sdk.Patched): a step of kind patch, named by the patch's ID, is
