@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -277,5 +279,140 @@ func TestPatch_APatchOfAPatchedBlockKeepsEachRunsBranch(t *testing.T) {
 		if n.Load() != 1 {
 			t.Errorf("step %q invoked %d times, want once", name, n.Load())
 		}
+	}
+}
+
+// The issue's live proof: runs of a v1 parked in a 1-hour sleep after four
+// steps. Woken under a v2 that swaps steps 3 and 4, all 200 fail
+// nondeterminism, no activity invoked twice. Under a v3 that patches the
+// swap instead, 200 other old runs take the old branch, 200 new runs the
+// new one, patch_status counts the old ones until they end, and a requeue
+// of the 200 failed runs completes them, again with no activity invoked
+// twice.
+func TestPatch_TwoHundredRunsInFlightThroughADeploy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var calls [4]atomic.Int32
+	steps := make([]*activities.Activity[int, int], 4)
+	for i := range steps {
+		steps[i] = activities.New(string(rune('a'+i)), func(ctx context.Context, n int) (int, error) { calls[i].Add(1); return n + 1, nil })
+	}
+	a, b, c, d := steps[0], steps[1], steps[2], steps[3]
+	version := func(order func(ctx context.Context) []*activities.Activity[int, int]) *sdk.Workflow[int, int] {
+		return sdk.NewWorkflow("deployed", func(ctx context.Context, n int) (int, error) {
+			for _, act := range order(ctx) {
+				var err error
+				if n, err = sdk.Execute(ctx, act, n); err != nil {
+					return 0, err
+				}
+			}
+			return n, sdk.Sleep(ctx, time.Hour)
+		})
+	}
+	v1 := version(func(context.Context) []*activities.Activity[int, int] {
+		return []*activities.Activity[int, int]{a, b, c, d}
+	})
+	v2 := version(func(context.Context) []*activities.Activity[int, int] {
+		return []*activities.Activity[int, int]{a, b, d, c}
+	})
+	v3 := version(func(ctx context.Context) []*activities.Activity[int, int] {
+		first := []*activities.Activity[int, int]{a, b}
+		if sdk.Patched(ctx, "d-before-c") {
+			return append(first, d, c)
+		}
+		return append(first, c, d)
+	})
+	const n = 200
+	cfg := e.config()
+	cfg.Concurrency = 32
+	parked := func(runs []*sdk.Run[int]) {
+		t.Helper()
+		ids := make([]uuid.UUID, len(runs))
+		for i, r := range runs {
+			ids[i] = r.ID
+		}
+		eventually(t, "the runs to park in their sleep", func() bool {
+			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY ($1) AND kind = 'sleep'`, ids) == len(runs)
+		})
+	}
+	start := func(wf *sdk.Workflow[int, int]) []*sdk.Run[int] {
+		t.Helper()
+		var runs []*sdk.Run[int]
+		for i := range n {
+			r, err := sdk.Start(e.ctx, e.client, wf, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, r)
+		}
+		parked(runs)
+		return runs
+	}
+	wake := func(runs []*sdk.Run[int]) {
+		t.Helper()
+		ids := make([]uuid.UUID, len(runs))
+		for i, r := range runs {
+			ids[i] = r.ID
+		}
+		e.exec(`UPDATE {schema}.steps SET due_at = now() WHERE run_id = ANY ($1) AND kind = 'sleep'`, ids)
+		e.exec(`UPDATE {schema}.runs SET run_after = now() WHERE id = ANY ($1) AND status = 'queued'`, ids)
+	}
+	w1 := e.worker(cfg, v1)
+	old, oldToo := start(v1), start(v1)
+	stop(t, w1, 5*time.Second)
+	w2 := e.worker(cfg, v2)
+	wake(old)
+	for _, r := range old {
+		var re *sdk.RunError
+		if _, err := result(t, r); !errors.As(err, &re) || re.Reason != sdk.ReasonNondeterminism || re.Step != 3 {
+			t.Fatalf("run %s under the swapped v2: %v, want nondeterminism at step 3", r.ID, err)
+		}
+	}
+	for i := range calls {
+		if got := calls[i].Load(); got != 2*n {
+			t.Fatalf("activity %c invoked %d times for %d runs, want once each", 'a'+i, got, 2*n)
+		}
+	}
+	stop(t, w2, 5*time.Second)
+
+	e.worker(cfg, v3)
+	fresh := start(v3)
+	status := func() string {
+		return q[string](e, `SELECT open_with || ' ' || open_without FROM {schema}.patch_status WHERE workflow = 'deployed'`)
+	}
+	if got := status(); got != fmt.Sprintf("%d %d", n, n) {
+		t.Fatalf("patch_status with %d new runs and %d old ones open (the %d failed ones not counted): %q", n, n, n, got)
+	}
+	wake(oldToo)
+	for i, r := range oldToo {
+		if out, err := result(t, r); err != nil || out != i+4 {
+			t.Fatalf("old run %s under the patched v3: %d, %v", r.ID, out, err)
+		}
+	}
+	for _, r := range old {
+		if err := e.op.Requeue(e.ctx, r.ID, "deployed the patch"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parked(old)
+	wake(append(old, fresh...))
+	for i, r := range append(old, fresh...) {
+		if out, err := result(t, r); err != nil || out != i%n+4 {
+			t.Fatalf("run %s under the patched v3: %d, %v", r.ID, out, err)
+		}
+	}
+	if got := status(); got != "0 0" {
+		t.Fatalf("patch_status once every run ended: %q, want 0 0", got)
+	}
+	for i := range calls {
+		if got := calls[i].Load(); got != 3*n {
+			t.Fatalf("activity %c invoked %d times for %d runs, want once each", 'a'+i, got, 3*n)
+		}
+	}
+	// The new runs took the new branch (the patch first, where v3 asks,
+	// then a, b, d, c), the old ones the old (a, b, c, d).
+	if got := q[string](e, `SELECT count(*) FILTER (WHERE kind = 'patch' AND step = 1) || ' ' ||
+		count(*) FILTER (WHERE activity = 'c' AND step = 5) || ' ' || count(*) FILTER (WHERE activity = 'c' AND step = 3) FROM {schema}.steps`); got != fmt.Sprintf("%d %d %d", n, n, 2*n) {
+		t.Fatalf("patches at step 1, c at step 5, c at step 3: %s; want %d %d %d", got, n, n, 2*n)
 	}
 }
