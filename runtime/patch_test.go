@@ -54,17 +54,7 @@ func TestPatch_OldRunsTakeTheOldBranchNewRunsTheNew(t *testing.T) {
 		return n, nil
 	})
 	e.worker(e.config(), wf)
-	start := func() *sdk.Run[int] {
-		t.Helper()
-		r, err := sdk.Start(e.ctx, e.client, wf, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "the run to wait for its signal", func() bool {
-			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
-		})
-		return r
-	}
+	start := func() *sdk.Run[int] { t.Helper(); return startWaiting(t, e, wf, 1) }
 	finish := func(r *sdk.Run[int], want int) {
 		t.Helper()
 		if err := e.client.Send(e.ctx, r.ID, "go", "now"); err != nil {
@@ -181,13 +171,7 @@ func TestBuildID_RecordedOnTheWorkerTheRunsFirstClaimAndEachStep(t *testing.T) {
 	cfg := e.config()
 	cfg.BuildID = "v1.0.0+abc"
 	w1 := e.worker(cfg, wf)
-	r, err := sdk.Start(e.ctx, e.client, wf, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the run to wait for its signal", func() bool {
-		return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
-	})
+	r := startWaiting(t, e, wf, 1)
 	// docs/deploying.md's query of the open runs by build, as written.
 	doc, err := os.ReadFile("../docs/deploying.md")
 	if err != nil {
@@ -248,17 +232,7 @@ func TestPatch_APatchOfAPatchedBlockKeepsEachRunsBranch(t *testing.T) {
 		return n, err
 	})
 	e.worker(e.config(), wf)
-	start := func() *sdk.Run[int] {
-		t.Helper()
-		r, err := sdk.Start(e.ctx, e.client, wf, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "the run to wait for its signal", func() bool {
-			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
-		})
-		return r
-	}
+	start := func() *sdk.Run[int] { t.Helper(); return startWaiting(t, e, wf, 0) }
 	v0 := start()
 	version.Store(1)
 	v1 := start()
@@ -415,4 +389,17 @@ func TestPatch_TwoHundredRunsInFlightThroughADeploy(t *testing.T) {
 		count(*) FILTER (WHERE activity = 'c' AND step = 5) || ' ' || count(*) FILTER (WHERE activity = 'c' AND step = 3) FROM {schema}.steps`); got != fmt.Sprintf("%d %d %d", n, n, 2*n) {
 		t.Fatalf("patches at step 1, c at step 5, c at step 3: %s; want %d %d %d", got, n, n, 2*n)
 	}
+}
+
+// startWaiting starts a run of wf and waits until it waits for a signal.
+func startWaiting[In any, Out any](t *testing.T, e *env, wf *sdk.Workflow[In, Out], in In) *sdk.Run[Out] {
+	t.Helper()
+	r, err := sdk.Start(e.ctx, e.client, wf, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the run to wait for its signal", func() bool {
+		return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
+	})
+	return r
 }

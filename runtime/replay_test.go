@@ -305,10 +305,7 @@ func TestReplay_ARawOutputPassedOnReplays(t *testing.T) {
 		return n, err
 	})
 	w := e.worker(e.config(), wf)
-	r, _ := sdk.Start(e.ctx, e.client, wf, in{N: 1})
-	eventually(t, "the run to wait for its signal", func() bool {
-		return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND kind = 'signal'`, r.ID) == 1
-	})
+	r := startWaiting(t, e, wf, in{N: 1})
 	stop(t, w, 5*time.Second)
 	e.worker(e.config(), wf) // replays both steps from their records
 	if err := e.client.Send(e.ctx, r.ID, "go", "now"); err != nil {
