@@ -119,7 +119,7 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 			w.StepDone, w.CompleteRun = &StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)}, &RunOutput{Output: []byte(`1`)}
 		case 1:
 			w.StepDone = &StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)}
-			w.StartAttempt = &AttemptStart{Step: 2, Attempt: 1, Activity: "a", Policy: []byte(`{}`), Worker: "w"}
+			w.StartAttempt = &AttemptStart{Step: 2, Attempt: 1, Activity: "a", Policy: []byte(`{}`), Worker: "w", InputHash: InputHash([]byte(`1`))}
 		case 2:
 			w.EndAttempt = &AttemptEnd{Step: 1, Attempt: 1, Status: AttemptFailed, ErrorMessage: "x", Delay: &delay, DelaySource: "policy"}
 			w.Release = &Release{Delay: delay}
@@ -135,14 +135,15 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 			w.Mark = &StepMark{Step: 2, Kind: KindSleep, Name: "sleep", Status: StepWaiting, Due: time.Hour}
 			w.Release = &Release{WaitFor: "sleep", UntilStep: 2}
 		case 7:
-			w.Marks = []*StepMark{{Step: 2, Kind: KindSleep, Name: "sleep", Status: StepCompleted, Began: time.Now(), Woke: time.Now()}}
+			w.Marks = []*StepMark{{Step: 2, Kind: KindSleep, Name: "sleep", Status: StepCompleted, Began: time.Now(), Woke: time.Now()},
+				{Step: 3, Kind: KindPatch, Name: "p", Status: StepCompleted}} // a patch rides with the write
 			w.Receive = &SignalReceive{Step: 3, Name: "go", Timeout: time.Hour}
 			w.Release = &Release{WaitFor: "signal:go", UntilStep: 3}
 		case 8:
 			w.SetEvent = &EventSet{Step: 2, Key: "k", Value: []byte(`1`)}
 			w.CompleteRun, w.WakeParent = &RunOutput{Output: []byte(`1`)}, true
 		case 9:
-			w.StartChild = &ChildStart{Step: 2, ID: ChildID(id, 2), Workflow: "wf", Queue: "default", Input: []byte(`{}`)}
+			w.StartChild = &ChildStart{Step: 2, ID: ChildID(id, 2), Workflow: "wf", Queue: "default", Input: []byte(`{}`), InputHash: InputHash([]byte(`{}`))}
 			w.Release = &Release{WaitFor: "child:" + ChildID(id, 2).String(), UntilStep: 2}
 		case 10:
 			w.CancelRun = &RunCancel{Message: "x"}
@@ -159,6 +160,14 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	sent := s.planned(pool, planWrite, b).QueuedQueries
 	if want := s.sql(`CALL {schema}.planner('write')`); sent[0].SQL != want {
 		t.Fatalf("the commit's first statement is %q, want %q", sent[0].SQL, want)
+	}
+	// A worker's store names its build there, and only there.
+	built, err := New(pool, WithSchema(schema), WithBuild("v1.2.3+abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := built.planned(pool, planWrite, b).QueuedQueries[0].SQL, s.sql(`CALL {schema}.planner('write', 'v1.2.3+abc')`); got != want {
+		t.Fatalf("a worker's commit's first statement is %q, want %q", got, want)
 	}
 	for _, q := range b.QueuedQueries {
 		plan := explainGeneric(t, s, q.SQL, q.Arguments)
