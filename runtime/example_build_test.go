@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/operator"
@@ -48,10 +47,13 @@ func ExampleConfig_buildID() {
 	fmt.Println("worker:", workers[0].BuildID)
 	fmt.Println("run:", r.BuildID)
 	fmt.Println("step 1:", steps[0].BuildID)
-	fmt.Println("default is set:", !strings.Contains(runtime.DefaultBuildID(), " "))
+	// Without a BuildID, a worker takes the default, which must be a valid
+	// build ID: NewWorker checks it.
+	_, err = runtime.NewWorker(pool, runtime.Config{Schema: schema})
+	fmt.Println("default is valid:", err == nil, runtime.DefaultBuildID() != "")
 	// Output:
 	// worker: v1.4.2
 	// run: v1.4.2
 	// step 1: v1.4.2
-	// default is set: true
+	// default is valid: true true
 }
