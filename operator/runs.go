@@ -153,8 +153,10 @@ func (op *Operator) Workers(ctx context.Context, all bool) ([]record.Worker, err
 	return op.store.Workers(ctx, all)
 }
 
-// Orphans lists the queued runs no live worker serves, per workflow and
-// queue (the orphaned_runs view), most runs first.
+// Orphans lists the queued runs (and the running ones whose lease expired)
+// no live worker serves, per workflow, queue and build (the orphaned_runs
+// view), most runs first: a run pinned to a build (sdk.WithPinning) is
+// served only by a live worker of that build, and MoveRuns moves it.
 func (op *Operator) Orphans(ctx context.Context) ([]record.Orphans, error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()

@@ -31,5 +31,6 @@ const (
 	KeyErrorType       = attribute.Key("error.type")              // the OpenTelemetry standard key
 	KeyDownstream      = attribute.Key("tenure.downstream")       // the flow.Downstream an activity calls
 	KeyFlowCause       = attribute.Key("tenure.flow.cause")       // concurrency, rate, breaker, retry-budget
+	KeyBuild           = attribute.Key("tenure.build")            // the build orphaned runs are pinned to (sdk.WithPinning)
 	instrumentation    = "github.com/tenurehq/tenure/otel"
 )

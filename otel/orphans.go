@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenurehq/tenure/operator"
@@ -15,8 +16,9 @@ import (
 const MetricRunsOrphaned = "tenure.runs.orphaned"
 
 // ObserveOrphans registers the gauge tenure.runs.orphaned: per workflow and
-// queue, the queued runs that no live worker serves (record.Orphans, the
-// orphaned_runs view), read at each collection with one query. A run
+// queue (and build, tenure.build, for runs pinned to one), the queued runs
+// that no live worker serves (record.Orphans, the orphaned_runs view), read
+// at each collection with one query. A run
 // nobody serves waits forever; alert on this gauge above zero. Only the
 // meter provider option applies. Unregister the returned registration when
 // op's pool closes.
@@ -42,7 +44,11 @@ func ObserveOrphans(op *operator.Operator, opts ...Option) (metric.Registration,
 			return fmt.Errorf("tenure otel: read orphaned runs: %w", err)
 		}
 		for _, x := range orphans {
-			o.ObserveInt64(g, int64(x.Runs), metric.WithAttributes(KeyWorkflow.String(x.Workflow), KeyQueue.String(x.Queue)))
+			attrs := []attribute.KeyValue{KeyWorkflow.String(x.Workflow), KeyQueue.String(x.Queue)}
+			if x.Build != "" {
+				attrs = append(attrs, KeyBuild.String(x.Build))
+			}
+			o.ObserveInt64(g, int64(x.Runs), metric.WithAttributes(attrs...))
 		}
 		return nil
 	}, g)

@@ -71,6 +71,9 @@ type Run struct {
 	// (runtime.Config.BuildID); "" before its first claim, or for a run
 	// first claimed before schema 18.
 	BuildID string
+	// PinnedTo is the build the run is pinned to (sdk.WithPinning): only
+	// workers of that build claim it. "" for a run that is not pinned.
+	PinnedTo string
 }
 
 // RunSummary is one run as an operator lists it: a Run without its

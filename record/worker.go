@@ -43,9 +43,10 @@ type Worker struct {
 	BuildID string `json:"build_id"`
 }
 
-// Orphans is the queued runs of one workflow and queue that no live worker
-// serves: they wait until a worker that registers the workflow and serves
-// the queue starts.
+// Orphans is the queued runs of one workflow and queue (and the running
+// ones whose lease expired) that no live worker serves: they wait until a
+// worker that registers the workflow and serves the queue starts, of their
+// build when they are pinned to one.
 type Orphans struct {
 	// Workflow and Queue say which runs.
 	Workflow string `json:"workflow"`
@@ -54,4 +55,19 @@ type Orphans struct {
 	Runs int `json:"runs"`
 	// OldestCreatedAt is when the oldest of them was started.
 	OldestCreatedAt time.Time `json:"oldest_created_at"`
+	// Build is the build they are pinned to (sdk.WithPinning), whose
+	// workers alone claim them; "" for runs that are not pinned. Pinned runs
+	// whose build is gone for good are moved to another with tenure runs
+	// move (operator.MoveRuns).
+	Build string `json:"build,omitempty"`
+}
+
+// MovedRuns is how many runs of one workflow, queue and status a move of
+// pinned runs to another build moved (or, in a dry run, would move): see
+// operator.MoveRuns and the SQL function move_runs.
+type MovedRuns struct {
+	Workflow string    `json:"workflow"`
+	Queue    string    `json:"queue"`
+	Status   RunStatus `json:"status"`
+	Runs     int64     `json:"runs"`
 }

@@ -22,6 +22,9 @@ type leaseKeeper struct {
 	// checkReplication reads the server's replication on the heartbeat's
 	// connection (Worker.checkReplication).
 	checkReplication func(context.Context, *pgx.Conn)
+	// checkStranded looks for runs pinned to builds nobody runs on the
+	// heartbeat's connection, as often (Worker.checkStranded).
+	checkStranded func(context.Context, *pgx.Conn)
 	// renewals is the renewals' path to the database, retried with backoff
 	// while it fails: Health reports it.
 	renewals  *trouble
@@ -69,6 +72,7 @@ func (k *leaseKeeper) run(ctx context.Context, conn *pgx.Conn) {
 			if conn != nil && time.Since(checked) >= ReplicationCheckInterval {
 				checked = time.Now()
 				k.checkReplication(ctx, conn)
+				k.checkStranded(ctx, conn)
 			}
 		}
 		// A lease not renewed (the renewal failed, or its row was busy)

@@ -81,6 +81,7 @@ type Worker struct {
 
 	mu        sync.Mutex
 	workflows map[string]sdk.Definition
+	names     []string // the workflows' names, sorted, from the start on
 	started   bool
 	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
 	// overrides replaces activities' functions (package tenuretest); set
@@ -153,7 +154,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	w.registry = &registry{cfg: &w.cfg, store: st, id: uuid.New()}
 	w.leases = &leaseKeeper{
 		cfg: &w.cfg, store: st, pool: w.pool, registry: w.registry,
-		connect: w.connect, checkReplication: w.checkReplication,
+		connect: w.connect, checkReplication: w.checkReplication, checkStranded: w.checkStranded,
 		renewals: newTrouble("renew leases", troubleLogEvery, log, observe),
 	}
 	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
@@ -284,6 +285,7 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	}
 	w.registry.start(ctx, hb, names)
 	w.checkReplication(ctx, hb)
+	w.checkStranded(ctx, hb)
 	base, interrupt := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.mu.Lock()
 	w.interrupt = interrupt
@@ -324,10 +326,17 @@ func (w *Worker) start() ([]string, error) {
 	}
 	w.started = true
 	names := make([]string, 0, len(w.workflows))
-	for n := range w.workflows {
+	var pinned []string
+	for n, d := range w.workflows {
 		names = append(names, n)
+		if p, ok := d.(sdk.PinnedToBuild); ok && p.PinnedToBuild() {
+			pinned = append(pinned, n)
+		}
 	}
 	sort.Strings(names)
+	sort.Strings(pinned)
+	w.store.Pin(pinned)
+	w.names = names
 	return names, nil
 }
 

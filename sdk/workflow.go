@@ -26,6 +26,7 @@ type Workflow[In, Out any] struct {
 	errorTypes *errorTypes // nil: none registered
 	conc       *Concurrency[In]
 	inputCheck InputCheck
+	pinned     bool
 }
 
 // WorkflowOption configures a workflow at declaration.
@@ -36,6 +37,7 @@ type workflowOptions struct {
 	errorTypes  []errorType
 	concurrency any // a Concurrency[In]
 	inputCheck  InputCheck
+	pinned      bool
 }
 
 // WithMaxRescues sets the workflow's backstop crash budget: how many times in
@@ -75,7 +77,8 @@ func NewWorkflow[In, Out any](name string, fn func(context.Context, In) (Out, er
 	if err != nil {
 		panic(err)
 	}
-	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types, conc: conc, inputCheck: o.inputCheck}
+	return &Workflow[In, Out]{name: name, fn: fn, maxRescues: o.maxRescues, errorTypes: types, conc: conc, inputCheck: o.inputCheck,
+		pinned: o.pinned}
 }
 
 // ErrInvalidWorkflow is wrapped by the panic of NewWorkflow given an empty

@@ -54,6 +54,7 @@ type waiting struct {
 	// Unserved: no live worker serves Workflow on Queue, so the run waits
 	// for one to start even once it is due.
 	Unserved        bool
+	Build           string // with Unserved: the build the run is pinned to, of which no worker is live
 	Workflow, Queue string
 }
 
@@ -73,8 +74,8 @@ func waitingFor(run record.Run, steps []record.Step, attempts []record.Attempt, 
 	w := &waiting{Workflow: run.Workflow, Queue: run.Queue}
 	if run.Status == record.RunQueued {
 		for _, o := range orphans {
-			if o.Workflow == run.Workflow && o.Queue == run.Queue {
-				w.Unserved = true
+			if o.Workflow == run.Workflow && o.Queue == run.Queue && o.Build == run.PinnedTo {
+				w.Unserved, w.Build = true, o.Build
 			}
 		}
 	}

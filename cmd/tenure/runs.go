@@ -137,9 +137,9 @@ kind alone.`,
 	}
 	keyFlag(show, &key)
 	show.Flags().BoolVar(&noPayloads, "no-payloads", false, "leave out the run's input and output")
-	return group("runs", "Start, list, count and show runs; wait for one; signal, cancel and delete runs; export histories",
+	return group("runs", "Start, list, count and show runs; wait for one; signal, cancel and delete runs; export histories; move pinned runs",
 		a.runsStartCommand(), list, count, show, a.runsResultCommand(),
-		a.runsSignalCommand(), a.runsCancelCommand(), a.runsDeleteCommand(), a.runsExportCommand())
+		a.runsSignalCommand(), a.runsCancelCommand(), a.runsDeleteCommand(), a.runsExportCommand(), a.runsMoveCommand())
 }
 
 // runFilter is the filters of runs list and runs count.
@@ -284,9 +284,10 @@ type runJSON struct {
 	ParentRunID       *uuid.UUID      `json:"parent_run_id,omitempty"`
 	ParentStep        int             `json:"parent_step,omitempty"`
 	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
-	BuildID           string          `json:"build_id,omitempty"` // the build that first claimed it
-	Input             json.RawMessage `json:"input,omitempty"`    // unless --no-payloads
-	Output            json.RawMessage `json:"output,omitempty"`   // unless --no-payloads; none until completed
+	BuildID           string          `json:"build_id,omitempty"`  // the build that first claimed it
+	PinnedTo          string          `json:"pinned_to,omitempty"` // the build it is pinned to (sdk.WithPinning)
+	Input             json.RawMessage `json:"input,omitempty"`     // unless --no-payloads
+	Output            json.RawMessage `json:"output,omitempty"`    // unless --no-payloads; none until completed
 }
 
 // requeueJSON is one requeue of a run, from the audit log, as runs show
@@ -436,7 +437,7 @@ func (a *app) showRun(op *operator.Operator, r record.Run, payloads bool) error 
 	out.Run = newRunJSON(record.RunSummary{ID: r.ID, Key: r.Key, Workflow: r.Workflow, Queue: r.Queue, Status: r.Status,
 		Claimant: r.Claimant, Epoch: r.Epoch, Requeues: r.Requeues, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt})
 	out.Run.WaitingFor, out.Run.ParentStep, out.Run.CancelRequestedAt = r.WaitingFor, r.ParentStep, r.CancelRequested
-	out.Run.BuildID = r.BuildID
+	out.Run.BuildID, out.Run.PinnedTo = r.BuildID, r.PinnedTo
 	if payloads {
 		out.Run.Input, out.Run.Output = r.Input, r.Output
 	}
@@ -490,6 +491,9 @@ func (a *app) showRun(op *operator.Operator, r record.Run, payloads bool) error 
 	}
 	if r.BuildID != "" {
 		t.row("build", r.BuildID+" (first claimed by)")
+	}
+	if r.PinnedTo != "" {
+		t.row("pinned", "to build "+r.PinnedTo+" (claimed only by its workers; tenure runs move moves it)")
 	}
 	if text := waitingText(r); text != "" {
 		t.row("waiting", text)

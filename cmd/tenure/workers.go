@@ -70,11 +70,19 @@ worker serves. They wait until such a worker starts.`,
 	return cmd
 }
 
-// warnOrphans prints the queued runs no live worker serves.
+// warnOrphans prints the queued runs no live worker serves: for runs pinned
+// to a build, the build, and how to move them.
 func (a *app) warnOrphans(w io.Writer, orphans []record.Orphans) error {
 	for _, o := range orphans {
-		_, err := fmt.Fprintf(w, "warning: %s of workflow %q on queue %q queued, oldest %s: no live worker serves them\n",
-			plural(int64(o.Runs), "run"), o.Workflow, o.Queue, ago(o.OldestCreatedAt))
+		var err error
+		if o.Build != "" {
+			_, err = fmt.Fprintf(w, "warning: %s of workflow %q on queue %q waiting, oldest %s, pinned to build %s: no live worker of that build serves them "+
+				"(start one, or move them: tenure runs move --build %s --to BUILD --dry-run)\n",
+				plural(int64(o.Runs), "run"), o.Workflow, o.Queue, ago(o.OldestCreatedAt), o.Build, o.Build)
+		} else {
+			_, err = fmt.Fprintf(w, "warning: %s of workflow %q on queue %q waiting, oldest %s: no live worker serves them\n",
+				plural(int64(o.Runs), "run"), o.Workflow, o.Queue, ago(o.OldestCreatedAt))
+		}
 		if err != nil {
 			return err
 		}

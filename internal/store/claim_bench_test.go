@@ -20,7 +20,12 @@ import (
 //   - +expired=10000: plus 10,000 running runs of that workflow whose lease
 //     expired (its workers died and none came back);
 //   - +completed=1000000: plus 1,000,000 completed runs of the registered
-//     workflow.
+//     workflow;
+//   - +pinned=100000: plus 100,000 queued runs of the registered workflow
+//     pinned to another build (sdk.WithPinning), due before the others.
+//
+// The claims are a worker's, of a build (so that they read the ranges of
+// runs pinned to it too), pinning the workflow.
 //
 // ns/claim is the claim alone (the hand-back is not timed); ratio is ns/claim
 // over the first case's. Compare the cases within one run:
@@ -28,6 +33,7 @@ import (
 //	go test ./store -run '^$' -bench Claim -benchtime 2000x
 func BenchmarkClaim(b *testing.B) {
 	st := newStore(b)
+	worker := buildStore(b, st, "bench", "wf")
 	load := func(query string, args ...any) {
 		b.Helper()
 		start := time.Now()
@@ -48,7 +54,7 @@ func BenchmarkClaim(b *testing.B) {
 			ids := make([]uuid.UUID, 0, 10)
 			for range b.N {
 				start := time.Now()
-				runs, err := st.Claim(b.Context(), []string{"wf"}, []string{"default"}, 10, "bench", time.Minute)
+				runs, err := worker.Claim(b.Context(), []string{"wf"}, []string{"default"}, 10, "bench", time.Minute)
 				claimed += time.Since(start)
 				if err != nil || len(runs) != 10 {
 					b.Fatalf("claimed %d: %v", len(runs), err)
@@ -110,6 +116,12 @@ func BenchmarkClaim(b *testing.B) {
 		SELECT `+seqID+`, 'wf', '{}', '1', 'completed', 1, t, t, t, t + interval '1 second', t + interval '1 second'
 		FROM generate_series(1, 1000000) AS i, LATERAL (SELECT now() - interval '3 days' + i * interval '100 milliseconds') AS x(t)`, 3_000_000)
 	run("+completed=1000000")
+
+	load(`
+		INSERT INTO {schema}.runs (id, workflow, input, run_after, started_at, pinned_to)
+		SELECT `+seqID+`, 'wf', '{}', now() - interval '1 day' - i * interval '1 millisecond', now() - interval '2 days', 'elsewhere'
+		FROM generate_series(1, 100000) AS i`, 5_000_000)
+	run("+pinned=100000")
 }
 
 // BenchmarkRenew measures the heartbeat's renewal of 1,000 held leases,

@@ -176,7 +176,7 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 		}
 	}
 	claim := s.sql(sqlClaim)
-	claimArgs := []any{[]string{"wf", "other"}, []string{"default"}, 100, "w", int64(30_000)}
+	claimArgs := []any{[]string{"wf", "other"}, []string{"default"}, 100, "w", int64(30_000), []string{"wf"}, "build-1"} // wf pinned
 	// The heartbeat's renewal, likewise, as the custom plan it gets at each
 	// call (planRenew).
 	var leases []Lease
@@ -213,6 +213,28 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the claim does not read %s:\n%s", want, plan)
 		}
+	}
+	// The unpinned runs and those pinned to the worker's build (schema
+	// version 19) are each a range of runs_claim_idx and runs_lease_idx,
+	// pinned_to in its Index Cond: a backlog pinned to another build is
+	// never read.
+	if n := strings.Count(plan, "pinned_to = ''::text"); n < 2 || strings.Count(plan, "pinned_to = $7") < 2 {
+		t.Errorf("the claim does not read its unpinned and pinned runs by their pinned_to:\n%s", plan)
+	}
+	for _, l := range strings.Split(plan, "\n") {
+		if strings.Contains(l, "pinned_to") && !strings.Contains(l, "Index Cond:") {
+			t.Errorf("the claim filters on pinned_to rather than reading its range: %s\n%s", strings.TrimSpace(l), plan)
+		}
+	}
+	// A worker's minute check for runs pinned to builds nobody runs skips
+	// through the builds of runs_pinned_idx, and reads no other index of
+	// runs (planHot, as the worker sends it).
+	plan = explain(t, s, planHot, s.sql(sqlStranded), []any{[]string{"wf", "other"}, []string{"default"}, strandedCount})
+	for _, bad := range badAccess(plan, wideIndex) {
+		t.Errorf("%s in the plan of the stranded runs' check\n%s", bad, plan)
+	}
+	if !strings.Contains(plan, "runs_pinned_idx") {
+		t.Errorf("the stranded runs' check does not read runs_pinned_idx:\n%s", plan)
 	}
 	// The clock advances a claim's batch carries look each queue up by key.
 	plan = explainGeneric(t, s, s.sql(sqlAdvanceClock), []any{[]string{"default", "other"}, []int64{5, 7}})

@@ -193,6 +193,19 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)
 	}
 	checkFlowRoles(t, worker, operator, readonly)
+	// tenure runs move, as the operator role (audited); the read-only role
+	// may count what would move, and move nothing.
+	if _, err := operator.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, false, "op"); err != nil {
+		t.Errorf("move pinned runs as the operator role: %v", err)
+	}
+	if _, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, true, ""); err != nil {
+		t.Errorf("a dry run of a move as the read-only role: %v", err)
+	}
+	_, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, false, "ro")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("move pinned runs as the read-only role: %v, want insufficient_privilege", err)
+	}
 }
 
 // checkFlowRoles: a worker declares a downstream, an operator changes its

@@ -50,7 +50,7 @@ func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 			&r.Output, &r.ErrorMessage, &r.Claimant, &r.Epoch, &r.Requeues, &after, &r.CreatedAt,
 			&r.FinishedAt, &r.WaitingFor, &parent, &r.ParentStep, &r.CancelRequested, &failed, &f.ID, &f.RunID, &f.Workflow, &f.Reason, &f.Step, &f.Activity, &f.Attempts,
 			&f.Errors, &f.Rescues, &f.ErrorMessage, &f.ErrorType, &f.ErrorStack, &f.FailedAt, &f.RequeuedAt,
-			&f.RequeueCount, &r.BuildID}, func() error {
+			&f.RequeueCount, &r.BuildID, &r.PinnedTo}, func() error {
 			found = true
 			if after.InfinityModifier == pgtype.Finite {
 				r.RunAfter = after.Time
@@ -71,7 +71,7 @@ func (s *Store) getRun(ctx context.Context, cond string, arg any) (Run, error) {
 		       -- every caller reads its run's result here).
 		       coalesce(r.cancel_requested_at,
 		                (SELECT min(w.at) FROM {schema}.wakes w WHERE w.run_id = r.id AND w.kind = 'cancel')),
-		       f.id IS NOT NULL, `+failureColumns+`, coalesce(r.build_id, '')
+		       f.id IS NOT NULL, `+failureColumns+`, coalesce(r.build_id, ''), r.pinned_to
 		FROM {schema}.runs r
 		LEFT JOIN {schema}.failures f ON f.run_id = r.id AND f.requeued_at IS NULL
 		WHERE `+cond), arg)

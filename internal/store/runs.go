@@ -63,6 +63,14 @@ type Claimed struct {
 // time its claims took there, with the next claim's batch (see fairClock). A
 // worker whose queues hold no fresh fair run reads one empty range of
 // runs_fair_idx per pair more, and writes nothing else.
+//
+// Runs pinned to a build (sdk.WithPinning, schema version 19) are claimed
+// only by a store of that build (WithBuild): pinned_to is a key column of
+// runs_claim_idx and runs_lease_idx after the pair, so that the claim reads
+// the pair's unpinned runs (pinned_to empty) and those pinned to its build
+// as two ranges each, and never the runs pinned to another build, however
+// many. A store with no build reads the unpinned ranges only. The claim
+// pins the fresh runs it takes of the workflows given to Pin to its build.
 func (s *Store) Claim(ctx context.Context, workflows, queues []string, limit int, claimant string, ttl time.Duration) ([]Claimed, error) {
 	out, _, err := s.claim(ctx, nil, workflows, queues, limit, claimant, ttl)
 	return out, err
@@ -85,7 +93,7 @@ func (s *Store) claim(ctx context.Context, wake *wakeRequest, workflows, queues 
 	}
 	var out []Claimed
 	if limit > 0 {
-		b.Queue(s.sql(sqlClaim), workflows, queues, limit, claimant, ttl.Milliseconds()).Query(func(rows pgx.Rows) error {
+		b.Queue(s.sql(sqlClaim), workflows, queues, limit, claimant, ttl.Milliseconds(), s.pinnedOf(), s.build).Query(func(rows pgx.Rows) error {
 			var err error
 			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
 				var c Claimed
@@ -124,11 +132,23 @@ const sqlClaim = `
 			CROSS JOIN LATERAL (
 				SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after, fair_vt, queue
 				FROM {schema}.runs
-				WHERE status = 'running' AND queue = p.queue AND workflow = p.workflow
+				WHERE status = 'running' AND queue = p.queue AND workflow = p.workflow AND pinned_to = ''
 				  AND lease_expires_at < now()
 				ORDER BY lease_expires_at
 				LIMIT $3
 				FOR UPDATE SKIP LOCKED) AS c),
+		expired_pinned AS (
+			SELECT c.*
+			FROM pairs p
+			CROSS JOIN LATERAL (
+				SELECT id, true AS reclaim, lease_expires_at AS due_at, false AS fresh, priority, run_after, fair_vt, queue
+				FROM {schema}.runs
+				WHERE status = 'running' AND queue = p.queue AND workflow = p.workflow AND pinned_to = $7
+				  AND lease_expires_at < now()
+				ORDER BY lease_expires_at
+				LIMIT $3
+				FOR UPDATE SKIP LOCKED) AS c
+			WHERE $7 <> ''),
 		queued AS (
 			SELECT c.*
 			FROM pairs p
@@ -136,11 +156,24 @@ const sqlClaim = `
 				SELECT id, false AS reclaim, run_after AS due_at, started_at IS NULL AS fresh, priority, run_after, fair_vt, queue
 				FROM {schema}.runs
 				WHERE status = 'queued' AND (fair_vt IS NULL OR started_at IS NOT NULL) -- runs_claim_idx's predicate
-				  AND queue = p.queue AND workflow = p.workflow
+				  AND queue = p.queue AND workflow = p.workflow AND pinned_to = ''
 				  AND run_after <= now()
 				ORDER BY priority DESC, run_after
 				LIMIT $3
 				FOR UPDATE SKIP LOCKED) AS c),
+		queued_pinned AS (
+			SELECT c.*
+			FROM pairs p
+			CROSS JOIN LATERAL (
+				SELECT id, false AS reclaim, run_after AS due_at, false AS fresh, priority, run_after, fair_vt, queue
+				FROM {schema}.runs
+				WHERE status = 'queued' AND (fair_vt IS NULL OR started_at IS NOT NULL) -- runs_claim_idx's predicate
+				  AND queue = p.queue AND workflow = p.workflow AND pinned_to = $7
+				  AND run_after <= now()
+				ORDER BY priority DESC, run_after
+				LIMIT $3
+				FOR UPDATE SKIP LOCKED) AS c
+			WHERE $7 <> ''),
 		fair AS (
 			SELECT c.*
 			FROM pairs p
@@ -156,7 +189,11 @@ const sqlClaim = `
 		due AS (
 			SELECT * FROM expired
 			UNION ALL
+			SELECT * FROM expired_pinned
+			UNION ALL
 			SELECT * FROM queued
+			UNION ALL
+			SELECT * FROM queued_pinned
 			UNION ALL
 			SELECT * FROM fair
 			ORDER BY reclaim DESC, priority DESC, fair_vt NULLS FIRST, run_after
@@ -169,6 +206,7 @@ const sqlClaim = `
 		    reclaims = r.reclaims + due.reclaim::int,
 		    started_at = coalesce(r.started_at, now()),
 		    build_id = coalesce(r.build_id, nullif(current_setting('tenure.build', true), '')), -- the first claim's
+		    pinned_to = CASE WHEN r.started_at IS NULL AND r.workflow = ANY ($6::text[]) THEN $7 ELSE r.pinned_to END,
 		    waiting_for = NULL,
 		    updated_at = now()
 		FROM due

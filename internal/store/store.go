@@ -131,6 +131,8 @@ type Store struct {
 
 	clock fairClock // the fair queues' clock advances of this store's claims
 
+	pinned atomic.Pointer[[]string] // the pinned workflows its claims pin (Pin)
+
 	// resetAt is when the pool's connections were last dropped because a
 	// server said it can no longer take writes (see wrap), in Unix
 	// nanoseconds; dropped is closed then, and replaced (under dropMu).

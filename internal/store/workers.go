@@ -96,11 +96,12 @@ func (s *Store) Workers(ctx context.Context, all bool) ([]Worker, error) {
 // Orphans is record.Orphans, defined there for applications and operators to read.
 type Orphans = record.Orphans
 
-// OrphanedRuns lists, per workflow and queue, the queued runs no live worker
-// serves (the orphaned_runs view).
+// OrphanedRuns lists, per workflow, queue and build, the queued runs (and
+// the running ones whose lease expired) no live worker serves (the
+// orphaned_runs view): for a run pinned to a build, none of that build.
 func (s *Store) OrphanedRuns(ctx context.Context) ([]Orphans, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`
-		SELECT workflow, queue, runs, oldest_created_at FROM {schema}.orphaned_runs ORDER BY runs DESC, workflow, queue`))
+		SELECT workflow, queue, runs, oldest_created_at, build FROM {schema}.orphaned_runs ORDER BY runs DESC, workflow, queue, build`))
 	if err != nil {
 		return nil, s.wrap("list orphaned runs", err)
 	}

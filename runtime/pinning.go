@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// checkStranded logs, per workflow, queue and build, the runs this worker
+// could serve that are pinned (sdk.WithPinning) to a build no live worker
+// of theirs runs: they wait until a worker of that build starts, or until
+// someone moves them. It runs at start and with the replication check, on
+// the heartbeat's connection: one statement a minute, whose cost does not
+// grow with the runs that are served (store.Stranded).
+func (w *Worker) checkStranded(ctx context.Context, conn *pgx.Conn) {
+	w.mu.Lock()
+	names := w.names
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+	defer cancel()
+	stranded, err := w.store.Stranded(ctx, conn, names, w.cfg.Queues)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Logger.Debug("tenure: could not look for runs pinned to builds nobody runs", "worker", w.cfg.Label, "error", err)
+		}
+		return
+	}
+	for _, s := range stranded {
+		w.cfg.Logger.Warn("tenure: runs are pinned to a build no live worker runs: they wait until a worker of that build starts, "+
+			"or until they are moved to another (tenure runs move --build <build> --to <build> --dry-run)",
+			"worker", w.cfg.Label, "workflow", s.Workflow, "queue", s.Queue, "build", s.Build, "runs", s.Runs,
+			"this_build", w.cfg.BuildID)
+	}
+}
