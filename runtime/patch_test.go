@@ -86,8 +86,8 @@ func TestPatch_OldRunsTakeTheOldBranchNewRunsTheNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) != 3 {
-		t.Fatalf("%d sql blocks in docs/deploying.md, want 3", len(blocks))
+	if len(blocks) != 4 {
+		t.Fatalf("%d sql blocks in docs/deploying.md, want 4", len(blocks))
 	}
 	// The builds that wrote the open runs' steps, for the page's workflow
 	// and for this one.
@@ -180,7 +180,7 @@ func TestBuildID_RecordedOnTheWorkerTheRunsFirstClaimAndEachStep(t *testing.T) {
 	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
 	var build, workflow string
 	var open int
-	if err := e.pool.QueryRow(e.ctx, strings.ReplaceAll(blocks[len(blocks)-1][1], "tenure.", e.schema+".")).Scan(&build, &workflow, &open); err != nil ||
+	if err := e.pool.QueryRow(e.ctx, strings.ReplaceAll(blocks[2][1], "tenure.", e.schema+".")).Scan(&build, &workflow, &open); err != nil ||
 		build != "v1.0.0+abc" || workflow != "built" || open != 1 {
 		t.Fatalf("docs/deploying.md's query of open runs by build: %s %s %d, %v", build, workflow, open, err)
 	}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,6 +126,28 @@ func TestPinning_AV2WorkerClaimsNoneOf200V1RunsUntilTheyAreMoved(t *testing.T) {
 	orphans, err := e.op.Orphans(e.ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// docs/deploying.md's count of what each build has to finish, as written.
+	doc, err := os.ReadFile("../docs/deploying.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
+	rows, err := e.pool.Query(e.ctx, strings.ReplaceAll(blocks[3][1], "tenure.", e.schema+"."))
+	if err != nil {
+		t.Fatalf("docs/deploying.md's query of pinned runs: %v", err)
+	}
+	left := map[string]int{}
+	for rows.Next() {
+		var build, workflow, status string
+		var count int
+		if err := rows.Scan(&build, &workflow, &status, &count); err != nil {
+			t.Fatal(err)
+		}
+		left[build+" "+workflow+" "+status] = count
+	}
+	if rows.Close(); rows.Err() != nil || left["v1 pinned queued"] != n || len(left) != 1 {
+		t.Fatalf("docs/deploying.md's query of pinned runs: %v, %v; want v1's %d queued runs alone", left, rows.Err(), n)
 	}
 	if len(orphans) != 1 || orphans[0].Build != "v1" || orphans[0].Runs != n {
 		t.Fatalf("orphaned runs %+v, want the %d runs pinned to v1", orphans, n)
