@@ -165,6 +165,20 @@ func TestPages_OrphanWarningOnEveryPage(t *testing.T) {
 	}
 	want(t, f.get("workers"), http.StatusOK, `data-testid="orphan-row"`)
 
+	// A run of a served workflow pinned to a build no live worker runs
+	// (sdk.WithPinning): the banner, the Workers page and the run's page
+	// name the build and how to move the run.
+	pinned := f.queue("orders")
+	if _, err := f.pool.Exec(t.Context(), strings.ReplaceAll(`UPDATE {schema}.runs SET pinned_to = 'gone-build', started_at = now() WHERE id = $1`,
+		"{schema}", f.st.Schema()), pinned); err != nil {
+		t.Fatal(err)
+	}
+	f.mount(ui.Config{}) // a new handler: the banner's cached orphans are read again
+	want(t, f.get("failures"), http.StatusOK, `data-testid="orphan-build">gone-build</b>`, `tenure runs move --build gone-build`)
+	want(t, f.get("workers"), http.StatusOK, `data-testid="orphan-build">gone-build</td>`)
+	want(t, f.get("runs/"+pinned.String()), http.StatusOK, `data-testid="run-pinned">gone-build`,
+		`no live worker of build <code>gone-build</code>, to which the run is pinned, serves <code>orders</code>`)
+
 	g := newFixture(t, ui.Config{})
 	if strings.Contains(g.get("failures").Body.String(), "orphan-warning") {
 		t.Fatal("orphan warning without orphans")
