@@ -238,7 +238,8 @@ func (s *stepRun) held(a attempt, t *store.FlowTake, slot int32) {
 	if t == nil {
 		return
 	}
-	s.e.holding = &store.FlowGive{Downstream: t.Downstream, Key: t.Key, Outcome: store.GiveNone, Slot: slot}
+	s.e.holding = &store.FlowGive{Downstream: t.Downstream, Key: t.Key, Outcome: store.GiveNone, Slot: slot,
+		Step: int32(s.n), Attempt: int32(a.number)}
 	if o, ok := s.e.w.cfg.Observer.(FlowObserver); ok {
 		o.Admitted(a.actx, t.Downstream)
 	}

@@ -236,6 +236,17 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	if !strings.Contains(plan, "runs_pinned_idx") {
 		t.Errorf("the stranded runs' check does not read runs_pinned_idx:\n%s", plan)
 	}
+	// A repeat's gives (sqlFlowAgain) look their attempts up by key.
+	giveArgs := []any{[]uuidParam{uuidArg(ids[0]), uuidArg(ids[1])}, []int64{1, 1}, []string{"api", "api"}, []string{"", ""}, []string{"ok", "error"},
+		[]uuidParam{}, []int64{}, []int32{}, []int32{}, []string{}, []string{}, []bool{}, []string{}, "w", true, []*int32{nil, nil},
+		[]int32{1, 1}, []int32{1, 2}}
+	plan = explainGeneric(t, s, s.sql(sqlFlowAgain), giveArgs)
+	for _, bad := range badAccess(plan, wideIndex) {
+		t.Errorf("%s in the plan of a repeat's gives\n%s", bad, plan)
+	}
+	if !strings.Contains(plan, "attempts_pkey") {
+		t.Errorf("a repeat's gives do not read attempts_pkey:\n%s", plan)
+	}
 	// The clock advances a claim's batch carries look each queue up by key.
 	plan = explainGeneric(t, s, s.sql(sqlAdvanceClock), []any{[]string{"default", "other"}, []int64{5, 7}})
 	for _, bad := range badAccess(plan, wideIndex) {

@@ -39,6 +39,11 @@ type FlowGive struct {
 	// (WriteResult.Slot), found by its primary key; 0 when not known (a
 	// run's slot): it is looked for among the key's held slots.
 	Slot int32
+	// Step and Attempt are the attempt whose end the give carries (0: a
+	// run's give, or not known): a write repeated after it may have
+	// committed (Write.Again) counts the give's outcome only when this try
+	// ends that attempt (sqlFlowAgain).
+	Step, Attempt int32
 }
 
 // Outcomes of a FlowGive.
@@ -65,6 +70,7 @@ type flowParts struct {
 	giveEpochs                         []int64
 	giveDownstreams, giveKeys, giveOut []string
 	giveSlots                          []*int32 // nil: not known
+	giveSteps, giveAttempts            []int32  // the attempts the gives end; 0: not known
 	takeRuns                           []uuidParam
 	takeEpochs                         []int64
 	takeSteps, takeAttempts            []int32
@@ -73,6 +79,7 @@ type flowParts struct {
 	takePolicies                       []string
 	by                                 string
 	again                              bool         // a take's write may have committed before (Write.Again)
+	givesAgain                         bool         // a give's write may have (sqlFlowAgain)
 	takes                              map[int]bool // write index -> has a take
 }
 
@@ -80,6 +87,7 @@ func (f *flowParts) any() bool { return len(f.giveRuns)+len(f.takeRuns) > 0 }
 
 // add gathers write i's give and take.
 func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
+	f.givesAgain = f.givesAgain || (w.Again && len(w.Gives) > 0)
 	for _, g := range w.Gives {
 		f.giveRuns, f.giveEpochs = append(f.giveRuns, id), append(f.giveEpochs, ep)
 		f.giveDownstreams, f.giveKeys, f.giveOut = append(f.giveDownstreams, g.Downstream), append(f.giveKeys, g.Key), append(f.giveOut, g.Outcome)
@@ -88,6 +96,7 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 			slot = &g.Slot
 		}
 		f.giveSlots = append(f.giveSlots, slot)
+		f.giveSteps, f.giveAttempts = append(f.giveSteps, g.Step), append(f.giveAttempts, g.Attempt)
 	}
 	t, step, attempt := w.Take, 0, 0
 	if a := w.StartAttempt; a != nil && a.Take != nil {
@@ -114,9 +123,34 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 // it, and the start's fence then finds the run no longer running.
 const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 
+// sqlFlowAgain is sqlFlow for a batch that repeats a write with gives whose
+// first try may have committed (Write.Again). An outcome (ok, error) counts
+// for the breaker only when this try ends the give's attempt: the attempt
+// is still running (a run's end, later in the batch, closes it) or was
+// closed by this transaction (ended_at = now(): the ends of attempts run
+// before this statement, and close only a running attempt). Else the first
+// try committed, and counted it: the give counts for nothing ('none')
+// here. Its slot's release is idempotent already. A give whose attempt is
+// not known ($17, $18: 0) counts as before. One lookup by the attempts'
+// primary key per give, for repeats only.
+const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow($1, $2, $3, $4,
+	ARRAY(SELECT CASE WHEN x.o IN ('ok', 'error') AND x.s > 0 AND NOT EXISTS (
+	                      SELECT 1 FROM {schema}.attempts a
+	                      WHERE (a.run_id, a.step, a.attempt) >= (x.r, x.s, x.a) AND (a.run_id, a.step, a.attempt) <= (x.r, x.s, x.a)
+	                        AND a.epoch = x.e AND (a.status = 'running' OR a.ended_at = now()) OFFSET 0)
+	                  THEN 'none' ELSE x.o END
+	      FROM unnest($1::uuid[], $2::bigint[], $5::text[], $17::int[], $18::int[]) WITH ORDINALITY AS x(r, e, o, s, a, n)
+	      ORDER BY x.n),
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
-	b.Queue(s.sql(sqlFlow), f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
-		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots)
+	args := []any{f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots}
+	if f.givesAgain {
+		b.Queue(s.sql(sqlFlowAgain), append(args, f.giveSteps, f.giveAttempts)...)
+		return
+	}
+	b.Queue(s.sql(sqlFlow), args...)
 }
 
 // read reads _flow's answer: the takes it denied, and the slots of those

@@ -367,3 +367,58 @@ func TestCommit_ARunsTakeIsToldTheSlotItHolds(t *testing.T) {
 		t.Fatalf("%d slots held after the run gave its back, want 0", n)
 	}
 }
+
+// A write repeated after it may have committed (Again) counts its gives'
+// outcomes for the breaker once: not again when the first try committed,
+// and once when it did not, whether the attempt ends before _flow in the
+// batch (EndAttempt) or after it (the run's end).
+func TestCommit_ARepeatedGiveCountsItsOutcomeOnce(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "api", []byte(`{"breaker_error_ratio": 0.9, "breaker_min_calls": 100}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	lease := claimN(t, st, 1)[0]
+	pol, _ := json.Marshal(policy.Default())
+	commit := func(w store.Write) {
+		t.Helper()
+		if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{w}); err != nil || res[0].Err != nil || res[0].Denied != nil {
+			t.Fatalf("commit: %v %+v", err, res)
+		}
+	}
+	start := func(attempt int) {
+		t.Helper()
+		commit(store.Write{Lease: lease, StartAttempt: &store.AttemptStart{Step: 1, Attempt: attempt, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: "api"}}})
+	}
+	state := func() string {
+		return scalar[string](t, st, `SELECT window_errors || '/' || window_calls || ' ' || errors || '/' || calls
+			FROM {schema}.downstream_state WHERE name = 'api'`)
+	}
+	delay := time.Second
+	failed := func(attempt int, again bool) store.Write {
+		return store.Write{Lease: lease, Again: again,
+			EndAttempt: &store.AttemptEnd{Step: 1, Attempt: attempt, Status: store.AttemptFailed, ErrorMessage: "503", Delay: &delay},
+			Gives:      []store.FlowGive{{Downstream: "api", Outcome: store.GiveError, Step: 1, Attempt: int32(attempt)}}}
+	}
+	start(1)
+	commit(failed(1, false))
+	commit(failed(1, true)) // its first try committed: counted once
+	if got := state(); got != "1/1 1/1" {
+		t.Fatalf("after an error's write and its repeat: %s, want 1/1 1/1", got)
+	}
+	start(2)
+	commit(failed(2, true)) // a repeat whose first try did not commit
+	if got := state(); got != "2/2 2/2" {
+		t.Fatalf("after a repeat whose first try was lost: %s, want 2/2 2/2", got)
+	}
+	start(3)
+	done := store.Write{Lease: lease, Again: true, StepDone: &store.StepDone{Step: 1, Attempt: 3, Output: []byte(`1`)},
+		CompleteRun: &store.RunOutput{Output: []byte(`1`)},
+		Gives:       []store.FlowGive{{Downstream: "api", Outcome: store.GiveOK, Step: 1, Attempt: 3}}}
+	commit(done) // the run's end closes the attempt after _flow: counted
+	commit(done) // and its repeat is not
+	if got := state(); got != "2/3 2/3" {
+		t.Fatalf("after the run's end and its repeat: %s, want 2/3 2/3", got)
+	}
+}
