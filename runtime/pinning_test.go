@@ -156,14 +156,14 @@ func TestPinning_AV2WorkerClaimsNoneOf200V1RunsUntilTheyAreMoved(t *testing.T) {
 	// runs move --dry-run, then the move: all 200 resume under v2.
 	filter := operator.MoveFilter{From: "v1", To: "v2"}
 	want := []record.MovedRuns{{Workflow: "pinned", Queue: "default", Status: record.RunQueued, Runs: n}}
-	dry, err := e.op.MoveRuns(e.ctx, filter, true, "")
+	dry, err := e.op.MoveRuns(e.ctx, filter, operator.MoveOptions{DryRun: true})
 	if err != nil || len(dry) != 1 || dry[0] != want[0] {
 		t.Fatalf("dry run: %+v, %v; want %+v", dry, err, want)
 	}
 	if got := q[int](e, `SELECT count(*) FROM {schema}.runs WHERE id = ANY ($1) AND pinned_to = 'v1'`, ids(old)); got != n {
 		t.Fatalf("the dry run moved %d runs", n-got)
 	}
-	moved, err := e.op.MoveRuns(e.ctx, filter, false, "v1 retired")
+	moved, err := e.op.MoveRuns(e.ctx, filter, operator.MoveOptions{Note: "v1 retired", BatchSize: 64})
 	if err != nil || len(moved) != 1 || moved[0] != want[0] {
 		t.Fatalf("move: %+v, %v; want %+v", moved, err, want)
 	}
@@ -177,9 +177,9 @@ func TestPinning_AV2WorkerClaimsNoneOf200V1RunsUntilTheyAreMoved(t *testing.T) {
 			t.Fatalf("activity %c invoked %d times for %d runs, want once each", 'a'+i, got, 2*n)
 		}
 	}
-	if got := q[string](e, `SELECT runs || ' ' || note || ' ' || (filter->>'from_build') || ' ' || (filter->>'to_build')
-		FROM {schema}.audit_log WHERE action = 'move'`); got != fmt.Sprintf("%d v1 retired v1 v2", n) {
-		t.Fatalf("the move's audit row: %q", got)
+	if got := q[string](e, `SELECT count(*) || ' ' || sum(runs) || ' ' || string_agg(DISTINCT note || ' ' || (filter->>'from_build') || ' ' || (filter->>'to_build'), ',')
+		FROM {schema}.audit_log WHERE action = 'move'`); got != fmt.Sprintf("4 %d v1 retired v1 v2", n) {
+		t.Fatalf("the move's audit rows (batches of 64): %q", got)
 	}
 	if orphans, err := e.op.Orphans(e.ctx); err != nil || len(orphans) != 0 {
 		t.Fatalf("orphaned runs after the move: %+v, %v", orphans, err)

@@ -78,7 +78,7 @@ func ExampleWithPinning() {
 	for _, o := range orphans {
 		fmt.Printf("%s: %d run pinned to build %s, which no live worker runs\n", o.Workflow, o.Runs, o.Build)
 	}
-	moved, _ := op.MoveRuns(ctx, operator.MoveFilter{From: "v1", To: "v2"}, false, "v1 retired")
+	moved, _ := op.MoveRuns(ctx, operator.MoveFilter{From: "v1", To: "v2"}, operator.MoveOptions{Note: "v1 retired"})
 	fmt.Printf("moved %d run to v2\n", moved[0].Runs)
 	fmt.Println(old.Result(ctx))
 	// Output:

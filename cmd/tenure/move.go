@@ -13,6 +13,7 @@ import (
 func (a *app) runsMoveCommand() *cobra.Command {
 	var from, to, workflow, note string
 	var unpin, dryRun bool
+	var batch int
 	cmd := &cobra.Command{
 		Use:   "move --build BUILD {--to BUILD | --unpin}",
 		Short: "Move the runs pinned to a build to another build, on purpose and audited (try --dry-run first)",
@@ -22,8 +23,10 @@ claims them. It moves the runs that can still run: queued (waiting too),
 running (the worker holding one goes on; its next claim is by the new build)
 and failed (a requeue later is claimed by the new build). --workflow moves
 one workflow's runs only. --dry-run counts what would move and changes
-nothing; a move writes one audit row (tenure audit) with the builds, the
-runs and --note, and wakes the idle workers of the runs' queues.
+nothing; a move runs in batches (--batch-size), each writing one audit row
+(tenure audit) with the builds, the runs and --note, and wakes the idle
+workers of the runs' queues. A batch passes over the runs a claim or a
+commit holds at that moment; the next batch moves them.
 
 Runs pinned to a build that no live worker runs are named, with their
 build, by tenure workers and by each worker's log once a minute. The new
@@ -41,11 +44,15 @@ histories against it first (tenure runs export, tenuretest.Replay).`,
 			case !unpin && to == "":
 				return usagef("give --to BUILD, or --unpin")
 			}
+			if err := atLeastOne("batch-size", batch); err != nil {
+				return err
+			}
 			op, err := a.operator()
 			if err != nil {
 				return err
 			}
-			moved, err := op.MoveRuns(a.ctx, operator.MoveFilter{From: from, To: to, Workflow: workflow}, dryRun, note)
+			moved, err := op.MoveRuns(a.ctx, operator.MoveFilter{From: from, To: to, Workflow: workflow},
+				operator.MoveOptions{DryRun: dryRun, Note: note, BatchSize: batch})
 			if err != nil {
 				return err
 			}
@@ -58,6 +65,7 @@ histories against it first (tenure runs export, tenuretest.Replay).`,
 	cmd.Flags().StringVar(&workflow, "workflow", "", "move the runs of this workflow only")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would move; change nothing")
 	cmd.Flags().StringVar(&note, "note", "", "note recorded in the audit log (an incident number, say)")
+	cmd.Flags().IntVar(&batch, "batch-size", 500, "move at most this many runs per statement (and audit row)")
 	return cmd
 }
 
@@ -75,16 +83,18 @@ func (a *app) printMoved(moved []record.MovedRuns, from, to string, dryRun bool)
 			Runs   []record.MovedRuns `json:"runs"`
 		}{from, to, dryRun, moved})
 	}
+	if len(moved) == 0 {
+		_, err := fmt.Fprintf(a.stderr, "no run pinned to build %s can still run: nothing to move\n", from)
+		return err
+	}
 	var total int64
 	t := newTable(a.stdout, "WORKFLOW", "QUEUE", "STATUS", "RUNS")
 	for _, m := range moved {
 		t.row(m.Workflow, m.Queue, string(m.Status), m.Runs)
 		total += m.Runs
 	}
-	if len(moved) > 0 {
-		if err := t.flush(); err != nil {
-			return err
-		}
+	if err := t.flush(); err != nil {
+		return err
 	}
 	dest := "build " + to
 	if to == "" {

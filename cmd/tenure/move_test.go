@@ -74,7 +74,13 @@ func TestCLI_RunsMoveMovesPinnedRunsAndWorkersNamesTheirBuild(t *testing.T) {
 	if r := tenure(t, s, "workers"); r.code != 0 || strings.Contains(r.stdout, "pinned to build") {
 		t.Fatalf("tenure workers after the move:\n%s", r)
 	}
-	expect(t, tenure(t, s, "runs", "move", "--build", "new-build", "--unpin"), 0, "moved 3 runs pinned to build new-build to no build (unpinned)")
+	expect(t, tenure(t, s, "runs", "move", "--build", "old-build", "--to", "new-build", "--batch-size", "0"), 2, "--batch-size must be at least 1")
+	expect(t, tenure(t, s, "runs", "move", "--build", "new-build", "--unpin", "--batch-size", "2"), 0,
+		"moved 3 runs pinned to build new-build to no build (unpinned)")
+	if n := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'move' AND filter->>'from_build' = 'new-build'`); n != 2 {
+		t.Fatalf("%d audit rows for a move of 3 runs in batches of 2, want 2", n)
+	}
+	expect(t, tenure(t, s, "runs", "move", "--build", "new-build", "--to", "old-build"), 0, "no run pinned to build new-build can still run")
 }
 
 func replaceSchemaName(sql, schema string) string {

@@ -16,13 +16,16 @@ func (a *app) workersCommand() *cobra.Command {
 		Use:   "workers",
 		Short: "The worker registry: live workers, what they serve and hold; orphaned runs",
 		Long: `List the live workers (--all: stopped and dead ones too) from the registry
-their heartbeats keep: label, host and pid, version, the workflows and queues
-each serves, its concurrency and the runs it holds, and its last heartbeat.
-A worker is live while it beats within three heartbeat intervals (or its
-lease TTL) and has not stopped.
+their heartbeats keep: label, host and pid, version and build, the workflows
+and queues each serves, its concurrency and the runs it holds, and its last
+heartbeat. A worker is live while it beats within three heartbeat intervals
+(or its lease TTL) and has not stopped.
 
-Then the orphaned runs: queued runs of a workflow or a queue that no live
-worker serves. They wait until such a worker starts.`,
+Then the orphaned runs: runs of a workflow or a queue that no live worker
+serves, queued, or running with their lease expired (their worker died),
+and runs pinned to a build (sdk.WithPinning) no live worker of which serves
+them, with the build. They wait until such a worker starts, or, pinned, until
+they are moved to another build (tenure runs move).`,
 		Example: `  tenure workers
   tenure workers --all --json`,
 		Args: noArgs,
@@ -70,8 +73,8 @@ worker serves. They wait until such a worker starts.`,
 	return cmd
 }
 
-// warnOrphans prints the queued runs no live worker serves: for runs pinned
-// to a build, the build, and how to move them.
+// warnOrphans prints the runs no live worker serves (record.Orphans): for
+// runs pinned to a build, the build, and how to move them.
 func (a *app) warnOrphans(w io.Writer, orphans []record.Orphans) error {
 	for _, o := range orphans {
 		var err error

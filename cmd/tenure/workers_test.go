@@ -16,7 +16,7 @@ func TestCLI_WorkersAndOrphanedRuns(t *testing.T) {
 	}
 	r := tenure(t, e.schema, "workers")
 	expect(t, r, 0, "cli-test-worker", "live", "ship-only", "default", sdk.Version,
-		`warning: 1 run of workflow "check-address" on queue "default" queued`, "no live worker serves them")
+		`warning: 1 run of workflow "check-address" on queue "default" waiting`, "no live worker serves them")
 	r = tenure(t, e.schema, "runs", "list")
 	expect(t, r, 0, "check-address")
 	if !strings.Contains(r.stderr, `warning: 1 run of workflow "check-address"`) || strings.Contains(r.stdout, "warning") {

@@ -228,8 +228,8 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	}
 	// A worker's minute check for runs pinned to builds nobody runs skips
 	// through the builds of runs_pinned_idx, and reads no other index of
-	// runs (planHot, as the worker sends it).
-	plan = explain(t, s, planHot, s.sql(sqlStranded), []any{[]string{"wf", "other"}, []string{"default"}, strandedCount})
+	// runs (planWrite, as the worker sends it).
+	plan = explain(t, s, planWrite, s.sql(sqlStranded), []any{[]string{"wf", "other"}, []string{"default"}, strandedCount})
 	for _, bad := range badAccess(plan, wideIndex) {
 		t.Errorf("%s in the plan of the stranded runs' check\n%s", bad, plan)
 	}

@@ -195,13 +195,13 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	checkFlowRoles(t, worker, operator, readonly)
 	// tenure runs move, as the operator role (audited); the read-only role
 	// may count what would move, and move nothing.
-	if _, err := operator.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, false, "op"); err != nil {
+	if _, err := operator.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{Note: "op"}); err != nil {
 		t.Errorf("move pinned runs as the operator role: %v", err)
 	}
-	if _, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, true, ""); err != nil {
+	if _, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{DryRun: true}); err != nil {
 		t.Errorf("a dry run of a move as the read-only role: %v", err)
 	}
-	_, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, false, "ro")
+	_, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{Note: "ro"})
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 		t.Errorf("move pinned runs as the read-only role: %v, want insufficient_privilege", err)

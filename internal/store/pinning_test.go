@@ -108,7 +108,7 @@ func TestClaim_APinnedRunIsClaimedOnlyByTheBuildThatFirstClaimedIt(t *testing.T)
 	}
 	// A worker that does not pin the workflow (v3) still claims what is
 	// pinned to its build.
-	if _, err := st.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v3"}, false, ""); err != nil {
+	if _, err := st.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v3"}, store.MoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	requeueAll(t, st)
@@ -143,9 +143,10 @@ func TestMoveRuns_MovesWhatIsStrandedAuditedAndNamesTheBuildWhileNobodyRunsIt(t 
 	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.runs SET status = 'running', epoch = epoch + 1, lease_expires_at = now() + interval '1 minute'
 		WHERE id = $1`, ids[1])
 
-	// v2 alone is live: the v1 runs are orphans named by their build, and
-	// stranded for a v2 worker.
+	// v2 is live, and a v1 worker that serves another workflow only: the v1
+	// runs are orphans named by their build, and stranded for a v2 worker.
 	beat(t, st, "v2", "pinned", "other")
+	beat(t, st, "v1", "other")
 	orphans, err := st.OrphanedRuns(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -162,15 +163,15 @@ func TestMoveRuns_MovesWhatIsStrandedAuditedAndNamesTheBuildWhileNobodyRunsIt(t 
 	}
 
 	for _, bad := range []store.MoveFilter{{From: "v1", To: "v1"}, {From: "", To: "v2"}, {From: "v1", To: "no spaces"}} {
-		if _, err := st.MoveRuns(ctx, bad, true, ""); err == nil {
+		if _, err := st.MoveRuns(ctx, bad, store.MoveOptions{DryRun: true}); err == nil {
 			t.Errorf("MoveRuns(%+v) = nil error", bad)
 		}
 	}
-	if _, err := st.MoveRuns(ctx, store.MoveFilter{From: "v1", To: "v1"}, false, ""); !errors.Is(err, store.ErrSameBuild) {
+	if _, err := st.MoveRuns(ctx, store.MoveFilter{From: "v1", To: "v1"}, store.MoveOptions{}); !errors.Is(err, store.ErrSameBuild) {
 		t.Errorf("a move to the same build: %v, want ErrSameBuild", err)
 	}
 	// The dry run counts by status and changes nothing.
-	dry, err := st.MoveRuns(ctx, store.MoveFilter{From: "v1", To: "v2"}, true, "")
+	dry, err := st.MoveRuns(ctx, store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestMoveRuns_MovesWhatIsStrandedAuditedAndNamesTheBuildWhileNobodyRunsIt(t 
 	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.runs WHERE pinned_to = 'v1'`); n != 4 || audits != 0 {
 		t.Fatalf("after the dry run: %d runs on v1, %d audit rows; want 4 and 0", n, audits)
 	}
-	moved, err := st.MoveRuns(ctx, store.MoveFilter{From: "v1", To: "v2", Workflow: "pinned"}, false, "INC-7")
+	moved, err := st.MoveRuns(ctx, store.MoveFilter{From: "v1", To: "v2", Workflow: "pinned"}, store.MoveOptions{Note: "INC-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestMoveRuns_MovesWhatIsStrandedAuditedAndNamesTheBuildWhileNobodyRunsIt(t 
 		t.Fatalf("v2 claimed %v after the move, want the queued runs %v", got, ids[2:])
 	}
 	// Unpinning: to "" any build claims them.
-	if _, err := st.MoveRuns(ctx, store.MoveFilter{From: "v2", To: ""}, false, ""); err != nil {
+	if _, err := st.MoveRuns(ctx, store.MoveFilter{From: "v2", To: ""}, store.MoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.runs WHERE pinned_to <> ''`); n != 0 {
