@@ -82,6 +82,9 @@ type Worker struct {
 	mu        sync.Mutex
 	workflows map[string]sdk.Definition
 	names     []string // the workflows' names, sorted, from the start on
+	schedules []*sdk.Schedule
+	ticker    loop     // tickSchedules, between the start and the end of the drain
+	ticks     *trouble // the schedules' passes' path to the database
 	started   bool
 	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
 	// overrides replaces activities' functions (package tenuretest); set
@@ -158,6 +161,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		renewals: newTrouble("renew leases", troubleLogEvery, log, observe),
 	}
 	w.writes = newTrouble("write runs", troubleLogEvery, log, observe)
+	w.ticks = newTrouble("decide schedule ticks", troubleLogEvery, log, observe)
 	w.flows = &flows{store: st, label: w.cfg.Label, log: log}
 	w.claimer.flows = w.flows
 	w.listener = &listener{cfg: &w.cfg, store: st, connect: w.connect, claims: w.claimer, pool: w.pool}
@@ -167,8 +171,9 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 // DatabaseObserver is an optional interface of an Observer (the otel
 // package implements it): it hears of every database error of a worker's
 // claims ("claim runs"), lease renewals ("renew leases"), runs' writes
-// ("write runs") and applications of wakes ("apply wakes": signals sent,
-// cancels asked), each of which the worker retries.
+// ("write runs"), applications of wakes ("apply wakes": signals sent,
+// cancels asked) and passes of its schedules' ticker ("decide schedule
+// ticks"), each of which the worker retries.
 type DatabaseObserver interface {
 	DatabaseError(path string, err error)
 }
@@ -277,6 +282,9 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 	if err := w.store.Check(ctx); err != nil {
 		return nil, err
 	}
+	if err := w.declareSchedules(ctx); err != nil {
+		return nil, err
+	}
 	w.overrides = override.From(ctx)
 	// The heartbeat has its own connection, open before any run is claimed.
 	hb, err := w.connect(ctx)
@@ -303,8 +311,10 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		w.listener.start(loops)
 		w.leases.start(loops, hb)
 
+		w.ticker = startLoop(ctx, w.tickSchedules)
 		w.claimer.start(ctx, base, names)
 		w.claimer.wait()
+		w.ticker.stop()
 		if ctx.Err() != nil {
 			interrupt(errShutdown)
 		}

@@ -47,6 +47,8 @@ func ExampleMigrate() {
 	// 16 flow true
 	// 17 fairness true
 	// 18 deploys true
+	// 19 pinning true
+	// 20 schedules true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -78,7 +80,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (18, 'deploys');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (20, 'schedules');
 	//
 	// COMMIT;
 }
@@ -102,5 +104,7 @@ func ExampleScriptFrom() {
 	// 16 flow true
 	// 17 fairness true
 	// 18 deploys true
+	// 19 pinning true
+	// 20 schedules true
 	// true
 }

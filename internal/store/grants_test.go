@@ -193,6 +193,26 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)
 	}
 	checkFlowRoles(t, worker, operator, readonly)
+	// Schedules: a worker declares one and decides its ticks, an operator
+	// pauses, resumes and triggers it, the read-only role cannot.
+	if err := worker.DeclareSchedules(t.Context(), []store.ScheduleDecl{{Name: "nightly", Spec: "@daily", Workflow: "wf"}}, "w"); err != nil {
+		t.Errorf("declare a schedule as the worker role: %v", err)
+	}
+	if _, err := worker.DecideTicks(t.Context(), "w", 10); err != nil {
+		t.Errorf("decide ticks as the worker role: %v", err)
+	}
+	if err := operator.PauseSchedule(t.Context(), "nightly", true, "op"); err != nil {
+		t.Errorf("pause a schedule as the operator role: %v", err)
+	}
+	if err := operator.PauseSchedule(t.Context(), "nightly", false, "op"); err != nil {
+		t.Errorf("resume a schedule as the operator role: %v", err)
+	}
+	if _, err := operator.TriggerSchedule(t.Context(), "nightly", "op"); err != nil {
+		t.Errorf("trigger a schedule as the operator role: %v", err)
+	}
+	if err := readonly.PauseSchedule(t.Context(), "nightly", true, "ro"); err == nil {
+		t.Error("the read-only role paused a schedule")
+	}
 	// tenure runs move, as the operator role (audited); the read-only role
 	// may count what would move, and move nothing.
 	if _, err := operator.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{Note: "op"}); err != nil {

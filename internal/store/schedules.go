@@ -1,0 +1,651 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tenurehq/tenure/schedule"
+)
+
+// Overlap policies of a schedule (schedules.overlap): what a tick due while
+// the schedule's last run is open does.
+const (
+	OverlapSkip        = "skip"
+	OverlapBufferOne   = "buffer_one"
+	OverlapBufferAll   = "buffer_all"
+	OverlapAllow       = "allow"
+	OverlapCancelOther = "cancel_other"
+)
+
+// Catch-up policies of a schedule (schedules.catchup): which of the ticks
+// no worker decided in time start.
+const (
+	CatchupNone   = "none"
+	CatchupLatest = "latest"
+	CatchupAll    = "all"
+)
+
+// Tick decisions (schedule_ticks.decision).
+const (
+	TickStarted   = "started"
+	TickSkipped   = "skipped"
+	TickMissed    = "missed"
+	TickBuffered  = "buffered"
+	TickTriggered = "triggered"
+)
+
+// ScheduleDecl is a schedule as code declares it (migration 20's
+// schedules row, less its bookkeeping). Zero values take the table's
+// defaults: zone UTC, queue default, overlap skip, catch-up latest.
+type ScheduleDecl struct {
+	Name, Spec, Zone string
+	Workflow, Queue  string
+	Input            []byte // JSON; nil: null
+	Priority         int
+	Jitter           time.Duration
+	StartsAt, EndsAt *time.Time
+	Overlap          string
+	BufferMax        int
+	Catchup          string
+	CatchupWindow    time.Duration
+	CatchupMax       int
+}
+
+// CheckScheduleDecl returns d with its zero fields filled, or why it
+// cannot be declared: a name, workflow, spec or zone that does not parse,
+// an unknown policy, a negative bound, an end before the start, an input
+// that is not JSON.
+func CheckScheduleDecl(d ScheduleDecl) (ScheduleDecl, error) { return d.withDefaults() }
+
+// withDefaults fills the zero fields, and checks the rest: the spec and
+// zone parse, the policies are known, the bounds are positive.
+func (d ScheduleDecl) withDefaults() (ScheduleDecl, error) {
+	if d.Zone == "" {
+		d.Zone = "UTC"
+	}
+	if d.Queue == "" {
+		d.Queue = "default"
+	}
+	if d.Input == nil {
+		d.Input = []byte("null")
+	}
+	if d.Overlap == "" {
+		d.Overlap = OverlapSkip
+	}
+	if d.Catchup == "" {
+		d.Catchup = CatchupLatest
+	}
+	if d.BufferMax == 0 {
+		d.BufferMax = 100
+	}
+	if d.CatchupWindow == 0 {
+		d.CatchupWindow = 24 * time.Hour
+	}
+	if d.CatchupMax == 0 {
+		d.CatchupMax = 100
+	}
+	switch {
+	case d.Name == "" || len(d.Name) > 200:
+		return d, fmt.Errorf("schedule %q: the name must be 1 to 200 bytes", d.Name)
+	case d.Workflow == "":
+		return d, fmt.Errorf("schedule %q: no workflow", d.Name)
+	case d.Jitter < 0, d.BufferMax < 0, d.CatchupWindow < 0, d.CatchupMax < 0:
+		return d, fmt.Errorf("schedule %q: jitter, buffer, catch-up window and maximum must not be negative", d.Name)
+	case d.StartsAt != nil && d.EndsAt != nil && !d.EndsAt.After(*d.StartsAt):
+		return d, fmt.Errorf("schedule %q: it ends (%s) before it starts (%s)", d.Name, d.EndsAt, d.StartsAt)
+	case !json.Valid(d.Input):
+		return d, fmt.Errorf("schedule %q: the input is not JSON", d.Name)
+	}
+	switch d.Overlap {
+	case OverlapSkip, OverlapBufferOne, OverlapBufferAll, OverlapAllow, OverlapCancelOther:
+	default:
+		return d, fmt.Errorf("schedule %q: unknown overlap policy %q (want skip, buffer_one, buffer_all, allow or cancel_other)", d.Name, d.Overlap)
+	}
+	switch d.Catchup {
+	case CatchupNone, CatchupLatest, CatchupAll:
+	default:
+		return d, fmt.Errorf("schedule %q: unknown catch-up policy %q (want none, latest or all)", d.Name, d.Catchup)
+	}
+	if _, err := schedule.Parse(d.Spec, d.Zone); err != nil {
+		return d, fmt.Errorf("schedule %q: %w", d.Name, err)
+	}
+	return d, nil
+}
+
+// DeclareSchedules writes the schedules code declares (by is the worker's
+// label), each upserted by name in one transaction: a schedule that does
+// not exist is created; one that exists is changed to the declaration only
+// when they differ and no person changed it since (overridden_at), its next
+// tick computed again when its timing changed. Each creation and change is
+// audited (action schedule, by "declaration by <by>"), by the schedules'
+// trigger.
+func (s *Store) DeclareSchedules(ctx context.Context, decls []ScheduleDecl, by string) error {
+	if len(decls) == 0 {
+		return nil
+	}
+	for i := range decls {
+		d, err := decls[i].withDefaults()
+		if err != nil {
+			return err
+		}
+		decls[i] = d
+	}
+	if err := s.Check(ctx); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('tenure.schedule_by', $1, true)`, "declaration by "+by); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		for _, d := range decls {
+			b.Queue(s.sql(sqlDeclareSchedule), d.Name, d.Spec, d.Zone, d.Workflow, d.Queue, string(d.Input), d.Priority,
+				d.Jitter.Milliseconds(), d.StartsAt, d.EndsAt, d.Overlap, d.BufferMax, d.Catchup, d.CatchupWindow.Milliseconds(),
+				d.CatchupMax, by)
+		}
+		return s.send(ctx, tx, planHot, b).Close()
+	})
+}
+
+// sqlDeclareSchedule upserts one declared schedule.
+const sqlDeclareSchedule = `
+	INSERT INTO {schema}.schedules AS s (name, spec, time_zone, workflow, queue, input, priority, jitter_ms, starts_at, ends_at,
+	                                     overlap, buffer_max, catchup, catchup_window_ms, catchup_max, declared_by)
+	VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+	ON CONFLICT (name) DO UPDATE SET
+		spec = EXCLUDED.spec, time_zone = EXCLUDED.time_zone, workflow = EXCLUDED.workflow, queue = EXCLUDED.queue,
+		input = EXCLUDED.input, priority = EXCLUDED.priority, jitter_ms = EXCLUDED.jitter_ms, starts_at = EXCLUDED.starts_at,
+		ends_at = EXCLUDED.ends_at, overlap = EXCLUDED.overlap, buffer_max = EXCLUDED.buffer_max, catchup = EXCLUDED.catchup,
+		catchup_window_ms = EXCLUDED.catchup_window_ms, catchup_max = EXCLUDED.catchup_max, declared_by = EXCLUDED.declared_by,
+		updated_at = now()
+	WHERE s.overridden_at IS NULL
+	  AND {schema}._schedule_settings(s) - 'paused' IS DISTINCT FROM {schema}._schedule_settings(EXCLUDED) - 'paused'`
+
+// ScheduleTickRun is a schedule's tick key for its run: the run key
+// 'schedule:<name>@<nominal time, RFC 3339 in UTC>', unique per tick.
+func ScheduleTickRun(name string, nominal time.Time) string {
+	return "schedule:" + name + "@" + nominal.UTC().Format(time.RFC3339Nano)
+}
+
+// SchedulePass is what one pass of DecideTicks did.
+type SchedulePass struct {
+	// Decided counts the ticks decided; Started the runs started.
+	Decided, Started int
+	// Full is true when the pass took as many schedules as it was allowed:
+	// more may be due.
+	Full bool
+	// Next is how long, by the database's clock, until the earliest next
+	// tick of a schedule not paused; 0 when none is known (no schedule, or
+	// one to compute). A schedule with buffered ticks is looked at again
+	// at each pass, whatever Next says.
+	Next time.Duration
+	// Errors are the schedules whose spec no worker can compute (written
+	// in SQL), found by this pass, with why: they decide nothing until
+	// fixed.
+	Errors map[string]string
+}
+
+// maxTicksPerPass bounds the ticks one pass decides of one schedule: a
+// schedule due for longer (a one-second schedule paused for a day) is
+// decided in chunks, the ticks of a chunk all missed when newer ones remain.
+const maxTicksPerPass = 1000
+
+// dueSchedule is a schedules row a pass holds, with what it decides.
+type dueSchedule struct {
+	name, spec, zone, workflow, queue string
+	input                             []byte
+	priority                          int
+	jitter                            time.Duration
+	startsAt, endsAt                  pgtype.Timestamptz
+	overlap, catchup                  string
+	bufferMax, catchupMax             int
+	catchupWindow                     time.Duration
+	nextAt                            pgtype.Timestamptz
+	lastRun                           pgtype.UUID
+	lastStatus                        string
+	buffered                          []time.Time // nominal times, oldest first
+}
+
+// DecideTicks is one pass of the schedules' ticker, in one transaction:
+// it locks up to limit schedules that are due by the database's clock (or
+// whose next tick is to be computed, or that have buffered ticks), skipping
+// those another worker holds, and for each decides every tick due since its
+// last pass, as its catch-up and overlap policies say: a row per tick, a run
+// per tick started (with the tick's run key), the next tick. by names the
+// deciding worker.
+func (s *Store) DecideTicks(ctx context.Context, by string, limit int) (SchedulePass, error) {
+	var pass SchedulePass
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		due, now, err := s.lockDue(ctx, tx, limit)
+		if err != nil {
+			return err
+		}
+		pass.Full = len(due) == limit
+		if len(due) > 0 {
+			d := &decisions{by: by, now: now}
+			for _, sc := range due {
+				if err := d.decide(sc); err != nil {
+					if pass.Errors == nil {
+						pass.Errors = map[string]string{}
+					}
+					pass.Errors[sc.name] = err.Error()
+					d.fail(sc.name, err)
+				}
+			}
+			if err := d.write(ctx, s, tx); err != nil {
+				return err
+			}
+			pass.Decided, pass.Started = len(d.ticks), d.started
+		}
+		// The next tick, after this pass's: by the database's clock.
+		var ms pgtype.Float8
+		if err := tx.QueryRow(ctx, s.sql(`
+			SELECT extract(epoch FROM min(next_at) - now()) * 1000 FROM {schema}.schedules
+			WHERE paused_at IS NULL AND next_at IS NOT NULL AND next_at < 'infinity'`)).Scan(&ms); err != nil {
+			return err
+		}
+		if ms.Valid {
+			pass.Next = max(time.Duration(ms.Float64*float64(time.Millisecond)), time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		return SchedulePass{}, s.wrap("decide schedule ticks", err)
+	}
+	return pass, nil
+}
+
+// lockDue locks the due schedules, and returns them with the database's
+// time.
+func (s *Store) lockDue(ctx context.Context, tx pgx.Tx, limit int) ([]dueSchedule, time.Time, error) {
+	var due []dueSchedule
+	var now time.Time
+	err := s.query(ctx, tx, planWrite, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var d dueSchedule
+			var jitterMS, windowMS int64
+			if err := rows.Scan(&d.name, &d.spec, &d.zone, &d.workflow, &d.queue, &d.input, &d.priority, &jitterMS,
+				&d.startsAt, &d.endsAt, &d.overlap, &d.bufferMax, &d.catchup, &windowMS, &d.catchupMax, &d.nextAt,
+				&d.lastRun, &d.lastStatus, &d.buffered, &now); err != nil {
+				return err
+			}
+			d.jitter, d.catchupWindow = time.Duration(jitterMS)*time.Millisecond, time.Duration(windowMS)*time.Millisecond
+			due = append(due, d)
+		}
+		return rows.Err()
+	}, s.sql(sqlLockDue), limit)
+	return due, now, err
+}
+
+// sqlLockDue locks the schedules whose next tick is to be computed, then
+// the due ones, earliest first, then those with buffered ticks, each a
+// range of its index, without waiting for those another worker's pass
+// holds, and reads each one's last run's status by key and its buffered
+// ticks.
+const sqlLockDue = `
+	WITH fresh AS (
+		SELECT s.* FROM {schema}.schedules s
+		WHERE s.paused_at IS NULL AND s.next_at IS NULL
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED),
+	due AS (
+		SELECT s.* FROM {schema}.schedules s
+		WHERE s.paused_at IS NULL AND s.next_at <= now() AND s.error IS NULL
+		ORDER BY s.next_at
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED),
+	held AS (
+		SELECT s.* FROM {schema}.schedules s
+		WHERE s.buffered > 0 AND s.paused_at IS NULL AND s.next_at > now() AND s.error IS NULL
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED),
+	both_ AS (SELECT * FROM fresh UNION ALL SELECT * FROM due UNION ALL SELECT * FROM held)
+	SELECT b.name, b.spec, b.time_zone, b.workflow, b.queue, b.input, b.priority, b.jitter_ms, b.starts_at, b.ends_at,
+	       b.overlap, b.buffer_max, b.catchup, b.catchup_window_ms, b.catchup_max, b.next_at, b.last_run_id,
+	       coalesce((SELECT r.status FROM {schema}.runs r WHERE r.id = b.last_run_id), ''),
+	       CASE WHEN b.buffered > 0 THEN ARRAY(SELECT t.nominal_at FROM {schema}.schedule_ticks t
+	                                           WHERE t.schedule = b.name AND t.decision = 'buffered' AND t.run_id IS NULL
+	                                           ORDER BY t.nominal_at)
+	            ELSE '{}'::timestamptz[] END,
+	       now()
+	FROM both_ b
+	LIMIT $1`
+
+// decisions is what a pass writes.
+type decisions struct {
+	by      string
+	now     time.Time
+	runs    []NewRun
+	ticks   []tick
+	updates []scheduleUpdate
+	cancels []uuid.UUID
+	started int
+}
+
+// tick is one schedule_ticks row to write; release marks a buffered tick
+// that now gets its run (an update of its row).
+type tick struct {
+	schedule  string
+	nominal   time.Time
+	decision  string
+	run       *uuid.UUID
+	cancelled *uuid.UUID
+	release   bool
+}
+
+// scheduleUpdate is a schedule's bookkeeping after a pass.
+type scheduleUpdate struct {
+	name     string
+	next     time.Time // infinity: time.Time{} with ended
+	ended    bool
+	lastRun  *uuid.UUID
+	buffered int
+	err      string
+}
+
+var errNoTicks = errors.New("no tick")
+
+// fail records that schedule name cannot be computed.
+func (d *decisions) fail(name string, err error) {
+	d.updates = append(d.updates, scheduleUpdate{name: name, ended: true, err: err.Error()})
+}
+
+// decide decides the due ticks of sc.
+func (d *decisions) decide(sc dueSchedule) error {
+	spec, err := schedule.Parse(sc.spec, sc.zone)
+	if err != nil {
+		return err
+	}
+	now := d.now
+	next := func(t time.Time) (time.Time, bool) {
+		n := spec.Next(t)
+		if n.IsZero() || (sc.endsAt.Valid && n.After(sc.endsAt.Time)) {
+			return time.Time{}, false
+		}
+		return n, true
+	}
+	up := scheduleUpdate{name: sc.name, buffered: len(sc.buffered)}
+	if sc.lastRun.Valid {
+		id := uuid.UUID(sc.lastRun.Bytes)
+		up.lastRun = &id
+	}
+	open := sc.lastStatus == "queued" || sc.lastStatus == "running"
+	buffered := sc.buffered
+	start := func(nominal time.Time) uuid.UUID {
+		id := uuid.Must(uuid.NewV7())
+		delay := nominal.Add(schedule.Jitter(sc.name, nominal, sc.jitter)).Sub(now)
+		d.runs = append(d.runs, NewRun{ID: id, Workflow: sc.workflow, Queue: sc.queue, Priority: sc.priority,
+			Key: ScheduleTickRun(sc.name, nominal), Input: sc.input, Delay: max(delay, 0)})
+		d.started++
+		up.lastRun, open = &id, true
+		return id
+	}
+	// The run before ended: the oldest buffered tick starts.
+	if !open && len(buffered) > 0 {
+		id := start(buffered[0])
+		d.ticks = append(d.ticks, tick{schedule: sc.name, nominal: buffered[0], decision: TickBuffered, run: &id, release: true})
+		buffered = buffered[1:]
+	}
+	if !sc.nextAt.Valid { // created or changed: its first tick from now
+		from := now
+		if sc.startsAt.Valid && sc.startsAt.Time.After(now) {
+			from = sc.startsAt.Time.Add(-time.Nanosecond)
+		}
+		n, ok := next(from)
+		up.next, up.ended = n, !ok
+		up.buffered = len(buffered)
+		d.updates = append(d.updates, up)
+		return nil
+	}
+	if sc.nextAt.InfinityModifier != pgtype.Finite || sc.nextAt.Time.After(now) { // buffered ticks alone
+		up.next, up.ended = sc.nextAt.Time, sc.nextAt.InfinityModifier != pgtype.Finite
+		up.buffered = len(buffered)
+		d.updates = append(d.updates, up)
+		return nil
+	}
+	var due []time.Time
+	t, more := sc.nextAt.Time, true
+	for more && !t.After(now) && len(due) <= maxTicksPerPass {
+		due = append(due, t)
+		t, more = next(t)
+	}
+	chunk := len(due) > maxTicksPerPass // newer ticks remain: every one of this chunk is missed
+	if chunk {
+		t, more = due[maxTicksPerPass], true
+		due = due[:maxTicksPerPass]
+	}
+	starts := map[int]bool{}
+	if !chunk && len(due) > 0 {
+		last := len(due) - 1
+		switch sc.catchup {
+		case CatchupLatest:
+			starts[last] = true
+		case CatchupNone:
+			// Only a tick decided within its grace is on time: the
+			// shorter of a minute and its interval to the next.
+			grace := time.Minute
+			if more {
+				grace = min(grace, t.Sub(due[last]))
+			}
+			for i, n := range due {
+				if now.Sub(n) <= grace {
+					starts[i] = true
+				}
+			}
+		case CatchupAll:
+			for i := last; i >= 0 && len(starts) < sc.catchupMax; i-- {
+				if now.Sub(due[i]) <= sc.catchupWindow {
+					starts[i] = true
+				}
+			}
+		}
+	}
+	for i, n := range due {
+		tk := tick{schedule: sc.name, nominal: n, decision: TickMissed}
+		if starts[i] {
+			switch {
+			case !open || sc.overlap == OverlapAllow:
+				id := start(n)
+				tk.decision, tk.run = TickStarted, &id
+			case sc.overlap == OverlapCancelOther:
+				other := *up.lastRun
+				d.cancels = append(d.cancels, other)
+				id := start(n)
+				tk.decision, tk.run, tk.cancelled = TickStarted, &id, &other
+			case (sc.overlap == OverlapBufferOne && len(buffered) < 1) || (sc.overlap == OverlapBufferAll && len(buffered) < sc.bufferMax):
+				tk.decision = TickBuffered
+				buffered = append(buffered, n)
+			default:
+				tk.decision = TickSkipped
+			}
+		}
+		d.ticks = append(d.ticks, tk)
+	}
+	up.next, up.ended = t, !more
+	up.buffered = len(buffered)
+	d.updates = append(d.updates, up)
+	return nil
+}
+
+// write writes the pass's decisions in tx: the runs, the ticks, the
+// schedules' bookkeeping, the cancels of runs that overlap cancel_other
+// replaced.
+func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
+	if len(d.runs) > 0 {
+		ins, err := s.InsertRuns(ctx, tx, d.runs)
+		if err != nil {
+			return err
+		}
+		// A run of the tick's key existed already (made by hand with
+		// it): the tick names that run.
+		byKey := map[uuid.UUID]uuid.UUID{}
+		for i, r := range ins {
+			byKey[d.runs[i].ID] = r.ID
+		}
+		for _, t := range d.ticks {
+			if t.run != nil {
+				*t.run = byKey[*t.run]
+			}
+		}
+		for _, u := range d.updates {
+			if id, ok := byKey[ptrID(u.lastRun)]; ok {
+				*u.lastRun = id
+			}
+		}
+	}
+	b := &pgx.Batch{}
+	var names, decisions []string
+	var nominals []time.Time
+	var runIDs, cancelled []pgtype.UUID
+	var relNames []string
+	var relNominals []time.Time
+	var relRuns []pgtype.UUID
+	for _, t := range d.ticks {
+		if t.release {
+			relNames, relNominals, relRuns = append(relNames, t.schedule), append(relNominals, t.nominal), append(relRuns, pgUUID(t.run))
+			continue
+		}
+		names, nominals, decisions = append(names, t.schedule), append(nominals, t.nominal), append(decisions, t.decision)
+		runIDs, cancelled = append(runIDs, pgUUID(t.run)), append(cancelled, pgUUID(t.cancelled))
+	}
+	if len(names) > 0 {
+		b.Queue(s.sql(`
+			INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, run_id, started_at, cancelled_run_id, decided_by)
+			SELECT x.s, x.n, x.d, x.r, CASE WHEN x.r IS NOT NULL THEN now() END, x.c, $6
+			FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::uuid[], $5::uuid[]) AS x(s, n, d, r, c)`),
+			names, nominals, decisions, runIDs, cancelled, d.by)
+	}
+	if len(relNames) > 0 {
+		b.Queue(s.sql(`
+			UPDATE {schema}.schedule_ticks t SET run_id = x.r, started_at = now()
+			FROM unnest($1::text[], $2::timestamptz[], $3::uuid[]) AS x(s, n, r)
+			WHERE t.schedule = x.s AND t.nominal_at = x.n AND t.run_id IS NULL`), relNames, relNominals, relRuns)
+	}
+	if len(d.updates) > 0 {
+		var upNames, errs []string
+		var nexts []pgtype.Timestamptz
+		var lasts []pgtype.UUID
+		var bufs []int32
+		for _, u := range d.updates {
+			n := pgtype.Timestamptz{Time: u.next, Valid: true}
+			if u.ended {
+				n = pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+			}
+			upNames, nexts, lasts = append(upNames, u.name), append(nexts, n), append(lasts, pgUUID(u.lastRun))
+			bufs, errs = append(bufs, int32(u.buffered)), append(errs, u.err)
+		}
+		b.Queue(s.sql(`
+			UPDATE {schema}.schedules s
+			SET next_at = x.n, last_run_id = x.r, buffered = x.b, error = nullif(x.e, '')
+			FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::int[], $5::text[]) AS x(name, n, r, b, e)
+			WHERE s.name = x.name`), upNames, nexts, lasts, bufs, errs)
+	}
+	if len(d.cancels) > 0 {
+		ids := make([]pgtype.UUID, len(d.cancels))
+		for i := range d.cancels {
+			ids[i] = pgUUID(&d.cancels[i])
+		}
+		b.Queue(s.sql(`SELECT {schema}.cancel_run(x) FROM unnest($1::uuid[]) AS x`), ids)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return s.send(ctx, tx, planWrite, b).Close()
+}
+
+// ptrID is *id, or the nil UUID.
+func ptrID(id *uuid.UUID) uuid.UUID {
+	if id == nil {
+		return uuid.Nil
+	}
+	return *id
+}
+
+// pgUUID is id as a parameter; NULL for nil.
+func pgUUID(id *uuid.UUID) pgtype.UUID {
+	if id == nil {
+		return pgtype.UUID{}
+	}
+	return pgtype.UUID{Bytes: *id, Valid: true}
+}
+
+// TriggerSchedule starts a run of schedule name now, outside its spec and
+// whatever its overlap policy: a tick of decision triggered at the
+// database's time, by the role, audited with note. It returns the run's ID,
+// or ErrNoSchedule.
+func (s *Store) TriggerSchedule(ctx context.Context, name, note string) (uuid.UUID, error) {
+	var run uuid.UUID
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var workflow, queue string
+		var input []byte
+		var priority int
+		var now time.Time
+		err := tx.QueryRow(ctx, s.sql(`SELECT workflow, queue, input, priority, now() FROM {schema}.schedules WHERE name = $1 FOR UPDATE`), name).
+			Scan(&workflow, &queue, &input, &priority, &now)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
+		}
+		if err != nil {
+			return err
+		}
+		ins, err := s.InsertRuns(ctx, tx, []NewRun{{ID: uuid.Must(uuid.NewV7()), Workflow: workflow, Queue: queue, Priority: priority,
+			Key: ScheduleTickRun(name, now), Input: input}})
+		if err != nil {
+			return err
+		}
+		run = ins[0].ID
+		_, err = tx.Exec(ctx, s.sql(`
+			WITH t AS (
+				INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, run_id, started_at, decided_by)
+				VALUES ($1, now(), 'triggered', $2, now(), current_user))
+			UPDATE {schema}.schedules SET last_run_id = $2 WHERE name = $1`), name, run)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.sql(`
+			INSERT INTO {schema}.audit_log (action, runs, filter, run_ids, note)
+			VALUES ('schedule', 1, jsonb_build_object('schedule', $1::text, 'change', 'triggered', 'by', 'person'), ARRAY[$2::uuid], nullif($3, ''))`),
+			name, run, note)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNoSchedule) {
+		err = s.wrap("trigger schedule", err)
+	}
+	return run, err
+}
+
+// ErrNoSchedule is returned for a schedule that does not exist.
+var ErrNoSchedule = errors.New("no such schedule")
+
+// PauseSchedule pauses (pause true, with note) or resumes schedule name, as
+// a person does: audited with note, and overriding its declaration from
+// then on. Ticks due while it is paused are decided at its resumption, as
+// its catch-up policy says. It returns ErrNoSchedule for one that does not
+// exist.
+func (s *Store) PauseSchedule(ctx context.Context, name string, pause bool, note string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('tenure.note', $1, true)`, note); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, s.sql(`
+			UPDATE {schema}.schedules
+			SET paused_at = CASE WHEN $2 THEN coalesce(paused_at, now()) END, pause_note = CASE WHEN $2 THEN nullif($3, '') END,
+			    overridden_at = now(), updated_at = now()
+			WHERE name = $1`), name, pause, note)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("%w: %q", ErrNoSchedule, name)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNoSchedule) {
+		err = s.wrap("pause schedule", err)
+	}
+	return err
+}

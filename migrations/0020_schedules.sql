@@ -1,0 +1,175 @@
+-- Tenure schema, version 20: schedules. A schedule starts a run of its
+-- workflow at each of its nominal ticks (a cron spec or @every, in a time
+-- zone: package schedule computes them), exactly once per tick, whichever
+-- worker decides it: every tick decided is a row of schedule_ticks, whose
+-- primary key (schedule, nominal time) is inserted in the transaction that
+-- starts the tick's run (its run key 'schedule:<name>@<nominal>' too), and
+-- a worker decides a schedule's ticks only while it holds the schedule's row
+-- locked (FOR UPDATE SKIP LOCKED): no leader, no tick decided twice, none
+-- lost to a crash (an undecided tick stays due). Due-ness is the database's
+-- clock's: next_at <= now().
+
+CREATE TABLE {schema}.schedules (
+    name              text        PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 200),
+    -- When: a cron spec (5 or 6 fields, or a macro) or '@every <duration>',
+    -- its local times in time_zone (an IANA name).
+    spec              text        NOT NULL CHECK (spec <> ''),
+    time_zone         text        NOT NULL DEFAULT 'UTC',
+    -- What each tick starts.
+    workflow          text        NOT NULL CHECK (workflow <> ''),
+    queue             text        NOT NULL DEFAULT 'default',
+    input             jsonb       NOT NULL DEFAULT 'null',
+    priority          integer     NOT NULL DEFAULT 0,
+    -- Each tick's run is due at its nominal time plus a delay in
+    -- [0, jitter_ms), the same for the tick wherever it is decided.
+    jitter_ms         bigint      NOT NULL DEFAULT 0 CHECK (jitter_ms >= 0),
+    -- No tick before starts_at or after ends_at (NULL: none).
+    starts_at         timestamptz,
+    ends_at           timestamptz,
+    -- A tick due while the schedule's last run is open: skipped, buffered
+    -- (at most one, or buffer_max), started beside it, or started after
+    -- cancelling it.
+    overlap           text        NOT NULL DEFAULT 'skip'
+                                  CHECK (overlap IN ('skip', 'buffer_one', 'buffer_all', 'allow', 'cancel_other')),
+    buffer_max        integer     NOT NULL DEFAULT 100 CHECK (buffer_max >= 1),
+    -- The ticks missed while no worker decided them (downtime, a pause):
+    -- none started, the latest started, or all of them within
+    -- catchup_window_ms, at most catchup_max.
+    catchup           text        NOT NULL DEFAULT 'latest' CHECK (catchup IN ('none', 'latest', 'all')),
+    catchup_window_ms bigint      NOT NULL DEFAULT 86400000 CHECK (catchup_window_ms > 0),
+    catchup_max       integer     NOT NULL DEFAULT 100 CHECK (catchup_max >= 1),
+    -- The next nominal tick not decided yet: NULL to be computed by the next
+    -- worker (a schedule created or changed in SQL), 'infinity' when there
+    -- is none (ended, or a spec that never fires).
+    next_at           timestamptz,
+    -- The last run a tick started, and the ticks buffered behind it.
+    last_run_id       uuid,
+    buffered          integer     NOT NULL DEFAULT 0 CHECK (buffered >= 0),
+    -- Paused: no tick is decided until it is resumed (the ticks meanwhile
+    -- are missed, and caught up as catchup says).
+    paused_at         timestamptz,
+    pause_note        text,
+    -- Why no worker can compute the ticks (an invalid spec or zone written
+    -- in SQL); NULL while it can.
+    error             text,
+    -- The worker whose code declared it (runtime: Worker.RegisterSchedules),
+    -- NULL for one made at run time; overridden_at is when a person last changed
+    -- it, after which declarations no longer change it.
+    declared_by       text,
+    overridden_at     timestamptz,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now()
+);
+
+-- Due schedules, by the database's clock: what a worker's pass reads.
+CREATE INDEX schedules_due_idx ON {schema}.schedules (next_at) WHERE paused_at IS NULL;
+-- Schedules with buffered ticks: each pass looks whether their last run ended.
+CREATE INDEX schedules_buffered_idx ON {schema}.schedules (name) WHERE buffered > 0 AND paused_at IS NULL;
+
+-- schedule_ticks: every tick decided, with what was decided. A buffered
+-- tick gets its run (run_id, started_at) when the run before it ends.
+CREATE TABLE {schema}.schedule_ticks (
+    schedule   text        NOT NULL,
+    nominal_at timestamptz NOT NULL,
+    decided_at timestamptz NOT NULL DEFAULT now(),
+    -- started: its run started; skipped: its schedule's last run was open
+    -- (overlap skip, or a full buffer); missed: no worker decided it in
+    -- time (catch-up); buffered: to start when the open run ends;
+    -- triggered: started by hand, outside the spec.
+    decision   text        NOT NULL CHECK (decision IN ('started', 'skipped', 'missed', 'buffered', 'triggered')),
+    run_id     uuid,
+    started_at timestamptz,
+    -- The run this tick's start cancelled (overlap cancel_other).
+    cancelled_run_id uuid,
+    -- The worker (its label) or the database role that decided it.
+    decided_by text        NOT NULL,
+    PRIMARY KEY (schedule, nominal_at)
+);
+
+-- A schedule's buffered ticks, oldest first.
+CREATE INDEX schedule_ticks_buffered_idx ON {schema}.schedule_ticks (schedule, nominal_at)
+    WHERE decision = 'buffered' AND run_id IS NULL;
+
+-- Deleting a schedule deletes its ticks (its runs stay).
+ALTER TABLE {schema}.schedule_ticks ADD CONSTRAINT schedule_ticks_schedule_fkey
+    FOREIGN KEY (schedule) REFERENCES {schema}.schedules (name) ON DELETE CASCADE;
+
+-- The audit log's actions gain 'schedule': a schedule created, changed,
+-- paused, resumed or deleted, by code or by hand (not the bookkeeping of
+-- its ticks), by the trigger below; filter holds the schedule and its
+-- settings before and after.
+DO $$
+DECLARE
+    actions text[];
+BEGIN
+    SELECT array_agg(m.v[1] ORDER BY m.n) INTO actions
+    FROM pg_catalog.pg_constraint c,
+         regexp_matches(pg_catalog.pg_get_constraintdef(c.oid), '''([^'']*)''::text', 'g') WITH ORDINALITY AS m(v, n)
+    WHERE c.conrelid = '{schema}.audit_log'::regclass AND c.conname = 'audit_log_action_check';
+    IF actions IS NULL THEN
+        RAISE EXCEPTION 'migration 20: audit_log_action_check lists no action';
+    END IF;
+    EXECUTE format('ALTER TABLE {schema}.audit_log DROP CONSTRAINT audit_log_action_check, '
+                   'ADD CONSTRAINT audit_log_action_check CHECK (action IN (%s))',
+                   (SELECT string_agg(quote_literal(a), ', ') FROM unnest(actions || ARRAY['schedule']) AS a));
+END
+$$;
+
+-- _schedule_settings is what a person sets of a schedule, as JSON.
+CREATE FUNCTION {schema}._schedule_settings(s {schema}.schedules)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object('spec', s.spec, 'time_zone', s.time_zone, 'workflow', s.workflow, 'queue', s.queue,
+        'input', s.input, 'priority', s.priority, 'jitter_ms', s.jitter_ms, 'starts_at', s.starts_at, 'ends_at', s.ends_at,
+        'overlap', s.overlap, 'buffer_max', s.buffer_max, 'catchup', s.catchup, 'catchup_window_ms', s.catchup_window_ms,
+        'catchup_max', s.catchup_max, 'paused', s.paused_at IS NOT NULL)
+$$;
+
+CREATE FUNCTION {schema}._audit_schedule() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    before jsonb;
+    after jsonb;
+    how text;
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        before := {schema}._schedule_settings(OLD);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        after := {schema}._schedule_settings(NEW);
+    END IF;
+    IF before IS NOT DISTINCT FROM after THEN
+        RETURN NULL; -- bookkeeping: its ticks
+    END IF;
+    how := CASE WHEN TG_OP = 'INSERT' THEN 'created' WHEN TG_OP = 'DELETE' THEN 'deleted'
+                WHEN (before->'paused') <> (after->'paused') AND before - 'paused' = after - 'paused'
+                THEN CASE WHEN (after->>'paused')::boolean THEN 'paused' ELSE 'resumed' END
+                ELSE 'changed' END;
+    INSERT INTO {schema}.audit_log (action, runs, filter, note)
+    VALUES ('schedule', 0,
+            jsonb_build_object('schedule', coalesce(NEW.name, OLD.name), 'change', how, 'before', before, 'after', after,
+                               'by', coalesce(nullif(pg_catalog.current_setting('tenure.schedule_by', true), ''), 'person')),
+            nullif(pg_catalog.current_setting('tenure.note', true), ''));
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER schedules_audit AFTER INSERT OR UPDATE OR DELETE ON {schema}.schedules
+    FOR EACH ROW EXECUTE FUNCTION {schema}._audit_schedule();
+
+-- A change of when a schedule ticks (its spec, zone or bounds), by code or
+-- by hand, has its next tick computed again by the next worker, from then
+-- (NULL), and clears its error.
+CREATE FUNCTION {schema}._schedule_retimed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.next_at := NULL;
+    NEW.error := NULL;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER schedules_retimed BEFORE UPDATE ON {schema}.schedules
+    FOR EACH ROW
+    WHEN ((OLD.spec, OLD.time_zone, OLD.starts_at, OLD.ends_at) IS DISTINCT FROM (NEW.spec, NEW.time_zone, NEW.starts_at, NEW.ends_at))
+    EXECUTE FUNCTION {schema}._schedule_retimed();

@@ -1,0 +1,96 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// scheduleEvery is the longest a worker's ticker waits between passes: a
+// schedule created or changed by hand, or a buffered tick whose run
+// ended, is seen within it.
+const scheduleEvery = time.Second
+
+// schedulesPerPass bounds the schedules one pass locks.
+const schedulesPerPass = 100
+
+// RegisterSchedules adds schedules the worker declares at start (see
+// sdk.NewSchedule): it writes each to the schedules table by name, changed
+// only when it differs from the row and no person changed the row since.
+// Every worker decides the due ticks of every schedule, declared by it or
+// not: a schedule needs no worker of its own. Registering a name twice, or
+// after Run started, is an error.
+func (w *Worker) RegisterSchedules(schedules ...*sdk.Schedule) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return fmt.Errorf("register schedules: %w", ErrAlreadyRunning)
+	}
+	for _, s := range schedules {
+		for _, have := range w.schedules {
+			if have.Name() == s.Name() {
+				return fmt.Errorf("register schedules: schedule %q registered twice", s.Name())
+			}
+		}
+		w.schedules = append(w.schedules, s)
+	}
+	return nil
+}
+
+// declareSchedules writes the registered schedules, at start.
+func (w *Worker) declareSchedules(ctx context.Context) error {
+	if len(w.schedules) == 0 {
+		return nil
+	}
+	decls := make([]store.ScheduleDecl, len(w.schedules))
+	for i, s := range w.schedules {
+		decls[i] = s.Declaration()
+	}
+	if err := w.store.DeclareSchedules(ctx, decls, w.cfg.Label); err != nil {
+		return fmt.Errorf("runtime: declare schedules: %w", err)
+	}
+	return nil
+}
+
+// tickSchedules decides the schedules' due ticks until ctx ends: a pass at
+// the earliest next tick by the database's clock, at least every
+// scheduleEvery, at once again after a pass that was full. A pass that
+// fails is retried after scheduleEvery, its error logged as the worker's
+// other paths' are.
+func (w *Worker) tickSchedules(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		wait := scheduleEvery
+		pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+		pass, err := w.store.DecideTicks(pctx, w.cfg.Label, schedulesPerPass)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			w.ticks.failed(err)
+		default:
+			w.ticks.ok()
+			for name, why := range pass.Errors {
+				w.cfg.Logger.Warn("tenure: a schedule's ticks cannot be computed: it decides nothing until it is fixed",
+					"worker", w.cfg.Label, "schedule", name, "error", why)
+			}
+			switch {
+			case pass.Full:
+				wait = 0
+			case pass.Next > 0:
+				wait = min(pass.Next, scheduleEvery)
+			}
+		}
+		timer.Reset(wait)
+	}
+}

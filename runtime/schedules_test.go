@@ -1,0 +1,94 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// scheduledWorker starts a worker of wf declaring schedules; Shutdown at
+// cleanup (stop may come first).
+func scheduledWorker(t *testing.T, e *env, label string, wf sdk.Definition, schedules ...*sdk.Schedule) *runtime.Worker {
+	t.Helper()
+	cfg := e.config()
+	cfg.Label = label
+	w, err := runtime.NewWorker(e.pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RegisterSchedules(schedules...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, w, 5*time.Second) })
+	return w
+}
+
+// Three workers decide a one-second schedule's ticks: every second is one
+// tick row, every tick started is one run (with the tick's key), none twice;
+// with every worker down for three seconds and catch-up latest, the ticks
+// of the downtime are missed but the latest, which is one catch-up run.
+func TestSchedules_ThreeWorkersStartEachTickOnceAndCatchUpTheLatest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var ran atomic.Int32
+	wf := sdk.NewWorkflow("tick", func(ctx context.Context, n int) (int, error) { ran.Add(1); return n, nil })
+	every := sdk.NewSchedule("every-second", wf, "@every 1s", 7)
+	started := func() int {
+		return q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'started'`)
+	}
+	var workers []*runtime.Worker
+	for i := range 3 {
+		workers = append(workers, scheduledWorker(t, e, fmt.Sprintf("scheduler-%d", i), wf, every))
+	}
+	eventually(t, "5 ticks started", func() bool { return started() >= 5 })
+	for _, w := range workers {
+		stop(t, w, 5*time.Second)
+	}
+	check := func(when string) {
+		t.Helper()
+		// Every second between the first and the last tick is one row.
+		if got := q[string](e, `SELECT count(*) || ' ' || (extract(epoch FROM max(nominal_at) - min(nominal_at)) + 1)::int
+			FROM {schema}.schedule_ticks WHERE schedule = 'every-second'`); got[:len(got)/2] != got[len(got)/2+1:] {
+			t.Fatalf("%s: ticks and seconds between the first and the last: %s, want equal", when, got)
+		}
+		// Each started tick is one run of its key; no run is of two ticks.
+		if got := q[string](e, `SELECT count(*) || ' ' || count(DISTINCT t.run_id) || ' ' || count(r.id)
+			FROM {schema}.schedule_ticks t LEFT JOIN {schema}.runs r ON r.id = t.run_id
+			  AND r.run_key = 'schedule:every-second@' || to_char(t.nominal_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+			WHERE t.decision = 'started'`); got != fmt.Sprintf("%d %d %d", started(), started(), started()) {
+			t.Fatalf("%s: started ticks, their distinct runs, their runs of the tick's key: %s", when, got)
+		}
+		if n := q[int](e, `SELECT count(*) FROM {schema}.runs WHERE run_key LIKE 'schedule:%'`); n != started() {
+			t.Fatalf("%s: %d runs of schedule keys, %d ticks started", when, n, started())
+		}
+	}
+	check("three workers")
+	before := started()
+	missedBefore := q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'missed'`)
+	time.Sleep(3 * time.Second) // every worker down
+	scheduledWorker(t, e, "scheduler-back", wf, every)
+	eventually(t, "the catch-up run", func() bool { return started() > before })
+	check("after the downtime")
+	if n := q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'missed'`) - missedBefore; n < 2 {
+		t.Fatalf("%d ticks missed over 3 s of downtime, want at least 2", n)
+	}
+	// The first pass after the downtime started one run: the latest tick.
+	if n := q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks t WHERE t.decided_by = 'scheduler-back' AND t.decision = 'started'
+		AND t.decided_at = (SELECT min(decided_at) FROM {schema}.schedule_ticks WHERE decided_by = 'scheduler-back')`); n != 1 {
+		t.Fatalf("the first pass after the downtime started %d runs, want 1 (catch-up latest)", n)
+	}
+	eventually(t, "every started run to run", func() bool { return int(ran.Load()) >= started() })
+	t.Log(q[string](e, `SELECT string_agg(decision || ' by ' || decided_by || ' ' || to_char(nominal_at, 'SS') || ' lag ' ||
+		round(extract(epoch FROM decided_at - nominal_at) * 1000) || 'ms', E'\n' ORDER BY nominal_at) FROM {schema}.schedule_ticks`))
+}
