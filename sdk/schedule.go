@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/schedule"
 )
 
 // Schedule is a schedule declared in code: a run of its workflow started at
@@ -18,7 +19,7 @@ import (
 // differs and no person changed the schedule since (a pause by hand, say).
 // Every tick decided is a row of schedule_ticks (docs/schedules.md).
 type Schedule struct {
-	decl store.ScheduleDecl
+	decl schedule.Declaration
 }
 
 // OverlapPolicy is what a tick due while the schedule's last run is still
@@ -66,36 +67,36 @@ const (
 )
 
 // ScheduleOption configures a schedule at declaration.
-type ScheduleOption func(*store.ScheduleDecl)
+type ScheduleOption func(*schedule.Declaration)
 
 // InZone sets the IANA time zone of a cron spec's local times (default
 // UTC): "0 9 * * MON-FRI" in "Europe/Berlin" is 09:00 Berlin time, summer
 // and winter. A local time that does not exist (the spring-forward gap)
 // fires once, shifted forward by the gap; one that occurs twice (the
 // fall-back hour) fires once, at its first occurrence.
-func InZone(zone string) ScheduleOption { return func(d *store.ScheduleDecl) { d.Zone = zone } }
+func InZone(zone string) ScheduleOption { return func(d *schedule.Declaration) { d.Zone = zone } }
 
 // OnScheduleQueue sets the queue of the schedule's runs (default "default").
 func OnScheduleQueue(queue string) ScheduleOption {
-	return func(d *store.ScheduleDecl) { d.Queue = queue }
+	return func(d *schedule.Declaration) { d.Queue = queue }
 }
 
 // WithSchedulePriority sets the priority of the schedule's runs.
 func WithSchedulePriority(p int) ScheduleOption {
-	return func(d *store.ScheduleDecl) { d.Priority = p }
+	return func(d *schedule.Declaration) { d.Priority = p }
 }
 
 // WithJitter delays each tick's run by a time in [0, max), the same for a
 // tick wherever it is decided (a hash of the schedule's name and the
 // tick's time): many schedules of one time spread their runs.
 func WithJitter(max time.Duration) ScheduleOption {
-	return func(d *store.ScheduleDecl) { d.Jitter = max }
+	return func(d *schedule.Declaration) { d.Jitter = max }
 }
 
 // Between bounds the ticks: none before start, none after end (zero: no
 // bound).
 func Between(start, end time.Time) ScheduleOption {
-	return func(d *store.ScheduleDecl) {
+	return func(d *schedule.Declaration) {
 		if !start.IsZero() {
 			d.StartsAt = &start
 		}
@@ -108,14 +109,14 @@ func Between(start, end time.Time) ScheduleOption {
 // WithOverlap sets the overlap policy (default OverlapSkip) and, for
 // OverlapBufferAll, how many ticks may wait (0: 100).
 func WithOverlap(p OverlapPolicy, buffer int) ScheduleOption {
-	return func(d *store.ScheduleDecl) { d.Overlap, d.BufferMax = string(p), buffer }
+	return func(d *schedule.Declaration) { d.Overlap, d.BufferMax = string(p), buffer }
 }
 
 // WithCatchup sets the catch-up policy (default CatchupLatest) and, for
 // CatchupAll, the window of ticks it starts (0: 24 hours) and their
 // maximum (0: 100).
 func WithCatchup(p CatchupPolicy, window time.Duration, maxRuns int) ScheduleOption {
-	return func(d *store.ScheduleDecl) { d.Catchup, d.CatchupWindow, d.CatchupMax = string(p), window, maxRuns }
+	return func(d *schedule.Declaration) { d.Catchup, d.CatchupWindow, d.CatchupMax = string(p), window, maxRuns }
 }
 
 // NewSchedule declares schedule name: a run of wf with input in at each
@@ -131,7 +132,7 @@ func NewSchedule[In, Out any](name string, wf *Workflow[In, Out], spec string, i
 	if err != nil {
 		panic(fmt.Errorf("sdk.NewSchedule(%q): input: %w: %w", name, err, ErrInvalidSchedule))
 	}
-	d := store.ScheduleDecl{Name: name, Spec: spec, Workflow: wf.Name(), Input: input}
+	d := schedule.Declaration{Name: name, Spec: spec, Workflow: wf.Name(), Input: input}
 	for _, o := range opts {
 		o(&d)
 	}
@@ -149,4 +150,4 @@ var ErrInvalidSchedule = errors.New("invalid schedule declaration")
 func (s *Schedule) Name() string { return s.decl.Name }
 
 // Declaration is the schedule as the runtime writes it.
-func (s *Schedule) Declaration() store.ScheduleDecl { return s.decl }
+func (s *Schedule) Declaration() schedule.Declaration { return s.decl }

@@ -41,32 +41,14 @@ const (
 	TickTriggered = "triggered"
 )
 
-// ScheduleDecl is a schedule as code declares it (migration 20's
-// schedules row, less its bookkeeping). Zero values take the table's
-// defaults: zone UTC, queue default, overlap skip, catch-up latest.
-type ScheduleDecl struct {
-	Name, Spec, Zone string
-	Workflow, Queue  string
-	Input            []byte // JSON; nil: null
-	Priority         int
-	Jitter           time.Duration
-	StartsAt, EndsAt *time.Time
-	Overlap          string
-	BufferMax        int
-	Catchup          string
-	CatchupWindow    time.Duration
-	CatchupMax       int
-}
+// ScheduleDecl is schedule.Declaration, the schedules row code declares.
+type ScheduleDecl = schedule.Declaration
 
 // CheckScheduleDecl returns d with its zero fields filled, or why it
 // cannot be declared: a name, workflow, spec or zone that does not parse,
 // an unknown policy, a negative bound, an end before the start, an input
 // that is not JSON.
-func CheckScheduleDecl(d ScheduleDecl) (ScheduleDecl, error) { return d.withDefaults() }
-
-// withDefaults fills the zero fields, and checks the rest: the spec and
-// zone parse, the policies are known, the bounds are positive.
-func (d ScheduleDecl) withDefaults() (ScheduleDecl, error) {
+func CheckScheduleDecl(d ScheduleDecl) (ScheduleDecl, error) {
 	if d.Zone == "" {
 		d.Zone = "UTC"
 	}
@@ -131,7 +113,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, decls []ScheduleDecl, by s
 		return nil
 	}
 	for i := range decls {
-		d, err := decls[i].withDefaults()
+		d, err := CheckScheduleDecl(decls[i])
 		if err != nil {
 			return err
 		}
@@ -349,8 +331,6 @@ type scheduleUpdate struct {
 	buffered int
 	err      string
 }
-
-var errNoTicks = errors.New("no tick")
 
 // fail records that schedule name cannot be computed.
 func (d *decisions) fail(name string, err error) {
