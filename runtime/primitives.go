@@ -69,6 +69,9 @@ func (e *execution) inputChanged(n int, name, what string, recorded, now uint64)
 	exit()
 }
 
+// RunKey implements engine.Executor: the key the run was claimed with.
+func (e *execution) RunKey() string { return e.claim.Key }
+
 // Patched implements engine.Executor. A patch's record is a step of its
 // own, written with the run's next write (deferMark): a crash before it
 // leaves no record, and the replay reaches this point first again. A

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,7 +43,14 @@ func TestSchedules_ThreeWorkersStartEachTickOnceAndCatchUpTheLatest(t *testing.T
 	t.Parallel()
 	e := newEnv(t)
 	var ran atomic.Int32
-	wf := sdk.NewWorkflow("tick", func(ctx context.Context, n int) (int, error) { ran.Add(1); return n, nil })
+	var ticks sync.Map // nominal time (Unix seconds) -> the schedule's name, as each run read it
+	wf := sdk.NewWorkflow("tick", func(ctx context.Context, n int) (int, error) {
+		if name, nominal, ok := sdk.ScheduledTick(ctx); ok {
+			ticks.Store(nominal.Unix(), name)
+		}
+		ran.Add(1)
+		return n, nil
+	})
 	every := sdk.NewSchedule("every-second", wf, "@every 1s", 7)
 	started := func() int {
 		return q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'started'`)
@@ -89,6 +97,22 @@ func TestSchedules_ThreeWorkersStartEachTickOnceAndCatchUpTheLatest(t *testing.T
 		t.Fatalf("the first pass after the downtime started %d runs, want 1 (catch-up latest)", n)
 	}
 	eventually(t, "every started run to run", func() bool { return int(ran.Load()) >= started() })
+	// Each run read its tick: the schedule's name and nominal time.
+	rows, err := e.pool.Query(e.ctx, fmt.Sprintf(`SELECT extract(epoch FROM nominal_at)::bigint FROM %s.schedule_ticks
+		WHERE decision = 'started'`, e.schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var sec int64
+		if err := rows.Scan(&sec); err != nil {
+			t.Fatal(err)
+		}
+		if name, ok := ticks.Load(sec); !ok || name != "every-second" {
+			t.Errorf("the run of the tick at %d read %v, %v from sdk.ScheduledTick", sec, name, ok)
+		}
+	}
+	rows.Close()
 	t.Log(q[string](e, `SELECT string_agg(decision || ' by ' || decided_by || ' ' || to_char(nominal_at, 'SS') || ' lag ' ||
 		round(extract(epoch FROM decided_at - nominal_at) * 1000) || 'ms', E'\n' ORDER BY nominal_at) FROM {schema}.schedule_ticks`))
 }

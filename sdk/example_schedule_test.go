@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/exampledb"
 	"github.com/tenurehq/tenure/runtime"
@@ -17,9 +18,10 @@ func ExampleNewSchedule() {
 	defer closeDB()
 	ctx := context.Background()
 
-	ran := make(chan int, 10)
+	ran := make(chan string, 10)
 	heartbeat := sdk.NewWorkflow("heartbeat", func(ctx context.Context, n int) (int, error) {
-		ran <- n
+		name, nominal, _ := sdk.ScheduledTick(ctx)
+		ran <- fmt.Sprintf("%d from %s, a tick on a whole second: %t", n, name, nominal.Equal(nominal.Truncate(time.Second)))
 		return n, nil
 	})
 	every := sdk.NewSchedule("heartbeat-every-second", heartbeat, "@every 1s", 42,
@@ -37,7 +39,7 @@ func ExampleNewSchedule() {
 		panic(err)
 	}
 	defer w.Shutdown(ctx)
-	fmt.Println("a tick's run got", <-ran)
+	fmt.Println(<-ran)
 	// Output:
-	// a tick's run got 42
+	// 42 from heartbeat-every-second, a tick on a whole second: true
 }

@@ -1,11 +1,13 @@
 package sdk
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/tenurehq/tenure/internal/engine"
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/schedule"
 )
@@ -151,3 +153,16 @@ func (s *Schedule) Name() string { return s.decl.Name }
 
 // Declaration is the schedule as the runtime writes it.
 func (s *Schedule) Declaration() schedule.Declaration { return s.decl }
+
+// ScheduledTick reports, inside a workflow, whether its run was started by
+// a schedule's tick, and which: the schedule's name and the tick's nominal
+// time (not when it was decided or when the run started: a catch-up run
+// of a tick missed an hour ago says so). ok is false for any other run,
+// and outside a workflow.
+func ScheduledTick(ctx context.Context) (schedule string, nominal time.Time, ok bool) {
+	e, found := engine.ExecutorFrom(ctx)
+	if !found {
+		return "", time.Time{}, false
+	}
+	return store.ParseScheduleTickRun(e.RunKey())
+}

@@ -297,6 +297,9 @@ func (x *replayer) AwaitChild(ctx context.Context, step int) ([]byte, error) {
 	return nil, nil
 }
 
+// RunKey implements engine.Executor: a replayed history has no key.
+func (x *replayer) RunKey() string { return "" }
+
 // Patched implements engine.Executor, as the runtime's does.
 func (x *replayer) Patched(ctx context.Context, id string, deprecated bool) bool {
 	if x.over {

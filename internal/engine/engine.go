@@ -50,6 +50,9 @@ type Executor interface {
 	// it, unless deprecated); one that recorded another step here before
 	// the patch existed does not.
 	Patched(ctx context.Context, id string, deprecated bool) bool
+	// RunKey is the key the run was started with ("" for none): a
+	// schedule's tick's run has the key 'schedule:<name>@<nominal time>'.
+	RunKey() string
 }
 
 type executorKey struct{}

@@ -32,6 +32,8 @@ type Claimed struct {
 	CancelRequested bool
 	// Child is true for a run started by another run's workflow.
 	Child bool
+	// Key is the key the run was started with; "" for none.
+	Key string
 
 	fairVT int64 // the run's virtual time; 0 without a fairness key
 }
@@ -99,7 +101,7 @@ func (s *Store) claim(ctx context.Context, wake *wakeRequest, workflows, queues 
 				var c Claimed
 				var lagMS float64
 				err := row.Scan(&c.ID, &c.Workflow, &c.Queue, &c.Input, &c.Epoch, &c.Reclaimed, &c.Reclaims, &c.Traceparent, &lagMS, &c.Fresh,
-					&c.CancelRequested, &c.Child, &c.fairVT)
+					&c.CancelRequested, &c.Child, &c.fairVT, &c.Key)
 				c.QueueLag = time.Duration(lagMS * float64(time.Millisecond))
 				return c, err
 			})
@@ -213,7 +215,7 @@ const sqlClaim = `
 		WHERE r.id >= due.id AND r.id <= due.id -- a lookup per run (see endFence), whatever LIMIT $3 is thought to be
 		RETURNING r.id, r.workflow, r.queue, r.input, r.epoch, due.reclaim, r.reclaims,
 		          coalesce(r.traceparent, ''), greatest(extract(epoch FROM now() - due.due_at) * 1000, 0), due.fresh,
-		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL, coalesce(r.fair_vt, 0)`
+		          r.cancel_requested_at IS NOT NULL, r.parent_run_id IS NOT NULL, coalesce(r.fair_vt, 0), coalesce(r.run_key, '')`
 
 // sqlAdvanceClock advances the virtual clocks of queues ($1) to the
 // virtual times ($2) that earlier claims took there, when they are behind:

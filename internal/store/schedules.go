@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -154,6 +155,21 @@ const sqlDeclareSchedule = `
 // 'schedule:<name>@<nominal time, RFC 3339 in UTC>', unique per tick.
 func ScheduleTickRun(name string, nominal time.Time) string {
 	return "schedule:" + name + "@" + nominal.UTC().Format(time.RFC3339Nano)
+}
+
+// ParseScheduleTickRun is ScheduleTickRun's inverse: the schedule and the
+// nominal time of a tick's run key; ok false for another key.
+func ParseScheduleTickRun(key string) (name string, nominal time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, "schedule:")
+	i := strings.LastIndexByte(rest, '@')
+	if !found || i <= 0 {
+		return "", time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, rest[i+1:])
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return rest[:i], t, true
 }
 
 // SchedulePass is what one pass of DecideTicks did.

@@ -170,3 +170,19 @@ func TestDeclareSchedules_ChangesTheRowOnlyWhenTheDeclarationDoes(t *testing.T) 
 		}
 	}
 }
+
+func TestScheduleTickRun_RoundTrips(t *testing.T) {
+	at := time.Date(2026, 3, 8, 7, 0, 0, 500, time.FixedZone("EDT", -4*3600))
+	for _, name := range []string{"nightly", "billing@eu", "a:b"} {
+		key := store.ScheduleTickRun(name, at)
+		got, nominal, ok := store.ParseScheduleTickRun(key)
+		if !ok || got != name || !nominal.Equal(at) {
+			t.Errorf("%q: %q %s %v", key, got, nominal, ok)
+		}
+	}
+	for _, key := range []string{"", "order-42", "schedule:", "schedule:@2026-03-08T07:00:00Z", "schedule:x@yesterday"} {
+		if _, _, ok := store.ParseScheduleTickRun(key); ok {
+			t.Errorf("%q parsed as a tick's key", key)
+		}
+	}
+}
