@@ -131,7 +131,7 @@ func exitCode(err error) int {
 		return q.code
 	case errors.As(err, &u):
 		return exitUsage
-	case errors.Is(err, operator.ErrNotFound), errors.Is(err, operator.ErrNoDownstream):
+	case errors.Is(err, operator.ErrNotFound), errors.Is(err, operator.ErrNoDownstream), errors.Is(err, operator.ErrNoSchedule):
 		return exitNotFound
 	case errors.Is(err, store.ErrSchemaMissing), errors.Is(err, store.ErrSchemaTooNew):
 		return exitSchema
@@ -253,7 +253,7 @@ It connects to the database named by the DATABASE_URL environment variable
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
-		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.limitsCommand(), a.breakerCommand(),
+		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.limitsCommand(), a.breakerCommand(), a.schedulesCommand(),
 		a.uiCommand(), a.versionCommand())
 	return root
 }

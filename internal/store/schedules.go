@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/schedule"
 )
 
@@ -644,4 +645,96 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, pause bool, note
 		err = s.wrap("pause schedule", err)
 	}
 	return err
+}
+
+// Schedule is record.Schedule, defined there for applications and operators to read.
+type Schedule = record.Schedule
+
+// ScheduleTick is record.ScheduleTick, defined there for applications and operators to read.
+type ScheduleTick = record.ScheduleTick
+
+// sqlSchedules reads schedules, each one's last run's status by key.
+const sqlSchedules = `
+	SELECT s.name, s.spec, s.time_zone, s.workflow, s.queue, s.input, s.priority, s.jitter_ms, s.starts_at, s.ends_at,
+	       s.overlap, s.buffer_max, s.catchup, s.catchup_window_ms, s.catchup_max,
+	       CASE WHEN s.next_at < 'infinity' THEN s.next_at END, s.next_at = 'infinity', s.last_run_id,
+	       coalesce((SELECT r.status FROM {schema}.runs r WHERE r.id = s.last_run_id), ''), s.buffered,
+	       s.paused_at, coalesce(s.pause_note, ''), coalesce(s.error, ''), coalesce(s.declared_by, ''), s.overridden_at,
+	       s.created_at, s.updated_at
+	FROM {schema}.schedules s`
+
+func scanSchedule(row pgx.CollectableRow) (Schedule, error) {
+	var sc Schedule
+	var jitterMS, windowMS int64
+	var last pgtype.UUID
+	var ended pgtype.Bool
+	err := row.Scan(&sc.Name, &sc.Spec, &sc.Zone, &sc.Workflow, &sc.Queue, &sc.Input, &sc.Priority, &jitterMS, &sc.StartsAt, &sc.EndsAt,
+		&sc.Overlap, &sc.BufferMax, &sc.Catchup, &windowMS, &sc.CatchupMax, &sc.NextAt, &ended, &last, &sc.LastRunStatus, &sc.Buffered,
+		&sc.PausedAt, &sc.PauseNote, &sc.Error, &sc.DeclaredBy, &sc.OverriddenAt, &sc.CreatedAt, &sc.UpdatedAt)
+	sc.Jitter, sc.CatchupWindow = time.Duration(jitterMS)*time.Millisecond, time.Duration(windowMS)*time.Millisecond
+	sc.Ended = ended.Valid && ended.Bool
+	if last.Valid {
+		id := uuid.UUID(last.Bytes)
+		sc.LastRunID = &id
+	}
+	return sc, err
+}
+
+// Schedules lists every schedule, by name.
+func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
+	var out []Schedule
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, scanSchedule)
+		return err
+	}, s.sql(sqlSchedules+` ORDER BY s.name`))
+	return out, s.wrap("list schedules", err)
+}
+
+// GetSchedule reads schedule name, or returns ErrNoSchedule.
+func (s *Store) GetSchedule(ctx context.Context, name string) (Schedule, error) {
+	var out []Schedule
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, scanSchedule)
+		return err
+	}, s.sql(sqlSchedules+` WHERE s.name = $1`), name)
+	if err != nil {
+		return Schedule{}, s.wrap("get schedule", err)
+	}
+	if len(out) == 0 {
+		return Schedule{}, fmt.Errorf("%w: %q", ErrNoSchedule, name)
+	}
+	return out[0], nil
+}
+
+// ScheduleTicks lists schedule name's ticks decided, newest first, at most
+// limit (0: 100), through the ticks' primary key.
+func (s *Store) ScheduleTicks(ctx context.Context, name string, limit int) ([]ScheduleTick, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []ScheduleTick
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ScheduleTick, error) {
+			var t ScheduleTick
+			var run, cancelled pgtype.UUID
+			err := row.Scan(&t.Schedule, &t.NominalAt, &t.DecidedAt, &t.DecidedBy, &t.Decision, &run, &t.StartedAt, &cancelled)
+			if run.Valid {
+				id := uuid.UUID(run.Bytes)
+				t.RunID = &id
+			}
+			if cancelled.Valid {
+				id := uuid.UUID(cancelled.Bytes)
+				t.CancelledRunID = &id
+			}
+			return t, err
+		})
+		return err
+	}, s.sql(`
+		SELECT schedule, nominal_at, decided_at, decided_by, decision, run_id, started_at, cancelled_run_id
+		FROM {schema}.schedule_ticks WHERE schedule = $1
+		ORDER BY nominal_at DESC LIMIT $2`), name, limit)
+	return out, s.wrap("list schedule ticks", err)
 }

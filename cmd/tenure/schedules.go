@@ -1,0 +1,265 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tenurehq/tenure/record"
+)
+
+// tenure schedules: list, show, pause, resume and trigger schedules
+// (docs/schedules.md), each change audited.
+
+func (a *app) schedulesCommand() *cobra.Command {
+	return group("schedules", "List and show schedules and their ticks; pause, resume and trigger them (audited)",
+		a.schedulesListCommand(), a.schedulesShowCommand(),
+		a.schedulesChangeCommand("pause"), a.schedulesChangeCommand("resume"), a.schedulesChangeCommand("trigger"))
+}
+
+func (a *app) schedulesListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the schedules: spec, zone, workflow, next tick, last run, state",
+		Long: `List every schedule, by name: its spec and time zone, the workflow it
+starts, when its next tick is due (by the database's clock), its last run's
+status, and whether it is paused (with the note), ended, or cannot be
+computed (its error). Any worker decides any schedule's ticks.`,
+		Example: `  tenure schedules list
+  tenure schedules list --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op, err := a.operator()
+			if err != nil {
+				return err
+			}
+			scs, err := op.Schedules(a.ctx)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				if scs == nil {
+					scs = []record.Schedule{}
+				}
+				return a.printJSON(scs)
+			}
+			if len(scs) == 0 {
+				_, err := fmt.Fprintln(a.stderr, "no schedule")
+				return err
+			}
+			t := newTable(a.stdout, "NAME", "SPEC", "ZONE", "WORKFLOW", "NEXT", "LAST RUN", "STATE")
+			for _, s := range scs {
+				t.row(s.Name, s.Spec, s.Zone, s.Workflow, nextText(s), dash(string(s.LastRunStatus)), stateText(s))
+			}
+			return t.flush()
+		},
+	}
+}
+
+// nextText is when s's next tick is due, for a table cell.
+func nextText(s record.Schedule) string {
+	switch {
+	case s.Ended:
+		return "-"
+	case s.NextAt == nil:
+		return "to compute"
+	}
+	return stamp(*s.NextAt) + " (" + when(*s.NextAt) + ")"
+}
+
+// stateText is s's state: active, paused (note), ended or its error.
+func stateText(s record.Schedule) string {
+	switch {
+	case s.Error != "":
+		return "error: " + clip(s.Error, 60)
+	case s.PausedAt != nil && s.PauseNote != "":
+		return "paused " + ago(*s.PausedAt) + ": " + clip(s.PauseNote, 40)
+	case s.PausedAt != nil:
+		return "paused " + ago(*s.PausedAt)
+	case s.Ended:
+		return "ended"
+	case s.Buffered > 0:
+		return fmt.Sprintf("active, %d buffered", s.Buffered)
+	}
+	return "active"
+}
+
+func (a *app) schedulesShowCommand() *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a schedule: its settings and its last ticks, each decision with its lag and run",
+		Long: `Show one schedule: its spec and zone, what each tick starts, its overlap
+and catch-up policies, its next tick and its state; then its last --limit
+ticks decided, newest first: the tick's nominal time, the decision
+(started, skipped for overlap, missed, buffered, triggered), how late it was
+decided (its lag), by which worker, and its run.`,
+		Example: `  tenure schedules show nightly-report
+  tenure schedules show nightly-report --limit 100 --json`,
+		Args: rangeArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := atLeastOne("limit", limit); err != nil {
+				return err
+			}
+			op, err := a.operator()
+			if err != nil {
+				return err
+			}
+			s, err := op.Schedule(a.ctx, args[0])
+			if err != nil {
+				return err
+			}
+			ticks, err := op.ScheduleTicks(a.ctx, args[0], limit)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				if ticks == nil {
+					ticks = []record.ScheduleTick{}
+				}
+				return a.printJSON(struct {
+					Schedule record.Schedule       `json:"schedule"`
+					Ticks    []record.ScheduleTick `json:"ticks"`
+				}{s, ticks})
+			}
+			t := newTable(a.stdout, "FIELD", "VALUE")
+			t.row("name", s.Name)
+			t.row("spec", s.Spec+" in "+s.Zone)
+			t.row("starts", fmt.Sprintf("%s on queue %s, priority %d, input %s", s.Workflow, s.Queue, s.Priority, clip(string(s.Input), 80)))
+			if s.Jitter > 0 {
+				t.row("jitter", "up to "+s.Jitter.String())
+			}
+			if s.StartsAt != nil || s.EndsAt != nil {
+				t.row("between", stampPtr(s.StartsAt)+" and "+stampPtr(s.EndsAt))
+			}
+			t.row("overlap", overlapText(s))
+			t.row("catch-up", catchupText(s))
+			t.row("next", nextText(s))
+			t.row("state", stateText(s))
+			if s.LastRunID != nil {
+				t.row("last run", fmt.Sprintf("%s (%s)", s.LastRunID, dash(string(s.LastRunStatus))))
+			}
+			by := "by hand"
+			if s.DeclaredBy != "" {
+				by = "declared by " + s.DeclaredBy
+			}
+			if s.OverriddenAt != nil {
+				by += ", changed by a person " + ago(*s.OverriddenAt) + " (declarations no longer change it)"
+			}
+			t.row("made", by)
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if len(ticks) == 0 {
+				_, err := fmt.Fprintln(a.stdout, "\nno tick decided yet")
+				return err
+			}
+			fmt.Fprintln(a.stdout)
+			tt := newTable(a.stdout, "TICK", "DECISION", "LAG", "BY", "RUN")
+			for _, k := range ticks {
+				run := "-"
+				if k.RunID != nil {
+					run = k.RunID.String()
+				}
+				if k.CancelledRunID != nil {
+					run += " (cancelled " + k.CancelledRunID.String() + ")"
+				}
+				tt.row(stamp(k.NominalAt), k.Decision, roughly(k.DecidedAt.Sub(k.NominalAt)), k.DecidedBy, run)
+			}
+			return tt.flush()
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many ticks, newest first")
+	return cmd
+}
+
+// overlapText says what a tick due while the last run is open does.
+func overlapText(s record.Schedule) string {
+	switch s.Overlap {
+	case "buffer_one":
+		return "buffer_one: waits for the open run, one at most"
+	case "buffer_all":
+		return fmt.Sprintf("buffer_all: waits for the open run, %d at most", s.BufferMax)
+	case "allow":
+		return "allow: starts beside the open run"
+	case "cancel_other":
+		return "cancel_other: cancels the open run and starts"
+	}
+	return "skip: skipped while the last run is open"
+}
+
+// catchupText says what happens to the ticks no worker decided in time.
+func catchupText(s record.Schedule) string {
+	switch s.Catchup {
+	case "none":
+		return "none: the missed ticks start no run"
+	case "all":
+		return fmt.Sprintf("all: every missed tick of the last %s starts, %d at most", s.CatchupWindow, s.CatchupMax)
+	}
+	return "latest: the latest missed tick starts, the others are missed"
+}
+
+// schedulesChangeCommand is tenure schedules pause, resume or trigger.
+func (a *app) schedulesChangeCommand(verb string) *cobra.Command {
+	var note string
+	cmd := &cobra.Command{
+		Use:  verb + " NAME [--note TEXT]",
+		Args: rangeArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op, err := a.operator()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			var text string
+			result := map[string]string{"schedule": name, "action": verb}
+			switch verb {
+			case "pause":
+				err = op.PauseSchedule(a.ctx, name, note)
+				text = fmt.Sprintf("paused %s: no tick is decided until tenure schedules resume %[1]s", name)
+			case "resume":
+				err = op.ResumeSchedule(a.ctx, name, note)
+				text = fmt.Sprintf("resumed %s: the ticks due while it was paused are decided as its catch-up policy says", name)
+			default:
+				var run fmt.Stringer
+				run, err = op.TriggerSchedule(a.ctx, name, note)
+				if err == nil {
+					result["run_id"] = run.String()
+					text = fmt.Sprintf("triggered %s: run %s", name, run)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(result)
+			}
+			_, err = fmt.Fprintln(a.stdout, text)
+			return err
+		},
+	}
+	switch verb {
+	case "pause":
+		cmd.Short = "Pause a schedule: no tick is decided until it is resumed (audited)"
+		cmd.Long = `Pause a schedule: no worker decides its ticks until tenure schedules resume.
+The ticks due meanwhile are decided at its resumption, as its catch-up policy
+says (latest, by default: one run). The pause is written to the audit log
+with --note (tenure audit, action schedule), and from then on a worker's
+declaration of the schedule in code no longer changes it: a person did.`
+		cmd.Example = `  tenure schedules pause nightly-report --note "INC-12: the warehouse is being migrated"`
+	case "resume":
+		cmd.Short = "Resume a paused schedule (audited)"
+		cmd.Long = `Resume a schedule that tenure schedules pause (or SQL) paused: the ticks
+due while it was paused are decided at the next pass, as its catch-up policy
+says. Written to the audit log with --note.`
+		cmd.Example = `  tenure schedules resume nightly-report --note "INC-12: done"`
+	default:
+		cmd.Short = "Start a schedule's run now, outside its spec (audited)"
+		cmd.Long = `Start a run of the schedule's workflow now, with its input, whatever its
+spec, its overlap policy or its pause: a tick decided "triggered" at the
+database's time. Written to the audit log with --note; prints the run's ID.`
+		cmd.Example = `  tenure schedules trigger nightly-report --note "rerun after the fix"`
+	}
+	cmd.Flags().StringVar(&note, "note", "", "why, for the audit log")
+	return cmd
+}

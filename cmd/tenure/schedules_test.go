@@ -1,0 +1,42 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/store"
+)
+
+// tenure schedules lists, shows, pauses, resumes and triggers a schedule,
+// each change audited; a schedule that does not exist is not found.
+func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := pgtest.Schema(t)
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(s)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), replaceSchemaName(`INSERT INTO {schema}.schedules (name, spec, time_zone, workflow, input)
+		VALUES ('nightly', '@daily', 'Europe/Berlin', 'report', '{"all": true}')`, s)); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, tenure(t, s, "schedules", "list"), 0, "nightly", "@daily", "Europe/Berlin", "report", "to compute", "active")
+	expect(t, tenure(t, s, "schedules", "pause", "nightly", "--note", "INC-12"), 0, "paused nightly")
+	expect(t, tenure(t, s, "schedules", "list"), 0, "paused", "INC-12")
+	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "@daily in Europe/Berlin", "skip: skipped while the last run is open",
+		"latest:", "changed by a person", "no tick decided yet")
+	r := tenure(t, s, "schedules", "trigger", "nightly", "--note", "rerun")
+	expect(t, r, 0, "triggered nightly: run ")
+	if n := count(t, pool, s, `SELECT count(*) FROM {schema}.runs WHERE run_key LIKE 'schedule:nightly@%' AND input = '{"all": true}'`); n != 1 {
+		t.Fatalf("%d runs of the trigger", n)
+	}
+	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "triggered")
+	expect(t, tenure(t, s, "schedules", "resume", "nightly"), 0, "resumed nightly")
+	expect(t, tenure(t, s, "--json", "schedules", "list"), 0, `"name": "nightly"`, `"paused_at": null`)
+	if n := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'schedule'`); n != 4 {
+		t.Fatalf("%d audit rows for a creation, a pause, a trigger and a resumption", n)
+	}
+	expect(t, tenure(t, s, "schedules", "pause", "missing"), 3, "no such schedule")
+	expect(t, tenure(t, s, "schedules", "show", "missing"), 3, "no such schedule")
+	expect(t, tenure(t, s, "schedules", "show", "nightly", "--limit", "0"), 2, "--limit must be at least 1")
+}

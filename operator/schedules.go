@@ -1,0 +1,82 @@
+package operator
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/record"
+)
+
+// ErrNoSchedule is returned for a schedule that does not exist.
+var ErrNoSchedule = store.ErrNoSchedule
+
+// Schedules lists every schedule (docs/schedules.md), by name, each with
+// its next tick and its last run's status.
+func (op *Operator) Schedules(ctx context.Context) ([]record.Schedule, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.Schedules(ctx)
+}
+
+// Schedule reads schedule name, or returns an error wrapping ErrNoSchedule.
+func (op *Operator) Schedule(ctx context.Context, name string) (record.Schedule, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return record.Schedule{}, err
+	}
+	return op.store.GetSchedule(ctx, name)
+}
+
+// ScheduleTicks lists schedule name's ticks decided, newest first, at most
+// limit (0: 100): every tick's decision, its lag and its run.
+func (op *Operator) ScheduleTicks(ctx context.Context, name string, limit int) ([]record.ScheduleTick, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.ScheduleTicks(ctx, name, limit)
+}
+
+// PauseSchedule pauses schedule name: no tick is decided until
+// ResumeSchedule; those due meanwhile are then decided as its catch-up
+// policy says. Audited with note; from then on, declarations in code no
+// longer change the schedule (a person did). It returns an error wrapping
+// ErrNoSchedule for one that does not exist.
+func (op *Operator) PauseSchedule(ctx context.Context, name, note string) error {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.PauseSchedule(ctx, name, true, note)
+}
+
+// ResumeSchedule resumes schedule name, paused by PauseSchedule or in SQL,
+// audited with note.
+func (op *Operator) ResumeSchedule(ctx context.Context, name, note string) error {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.PauseSchedule(ctx, name, false, note)
+}
+
+// TriggerSchedule starts a run of schedule name now, outside its spec and
+// whatever its overlap policy, paused or not: a tick decided triggered at
+// the database's time, audited with note. It returns the run's ID.
+func (op *Operator) TriggerSchedule(ctx context.Context, name, note string) (uuid.UUID, error) {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return uuid.Nil, err
+	}
+	return op.store.TriggerSchedule(ctx, name, note)
+}
