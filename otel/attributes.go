@@ -25,12 +25,14 @@ const (
 	KeyReason          = attribute.Key("tenure.failure.reason")
 	KeyRecordedSpan    = attribute.Key("tenure.attempt.recorded_span_id")
 	KeyRunCreated      = attribute.Key("tenure.run.created")
-	KeyDBPath          = attribute.Key("tenure.database.path")    // claim runs, renew leases, write runs
-	KeyDBState         = attribute.Key("db.response.status_code") // SQLSTATE; absent when no server answered
-	KeyReplicationMode = attribute.Key("tenure.replication.mode") // none, synchronous, asynchronous, standby
-	KeyErrorType       = attribute.Key("error.type")              // the OpenTelemetry standard key
-	KeyDownstream      = attribute.Key("tenure.downstream")       // the flow.Downstream an activity calls
-	KeyFlowCause       = attribute.Key("tenure.flow.cause")       // concurrency, rate, breaker, retry-budget
-	KeyBuild           = attribute.Key("tenure.build")            // the build orphaned runs are pinned to (sdk.WithPinning)
+	KeyDBPath          = attribute.Key("tenure.database.path")     // claim runs, renew leases, write runs
+	KeyDBState         = attribute.Key("db.response.status_code")  // SQLSTATE; absent when no server answered
+	KeyReplicationMode = attribute.Key("tenure.replication.mode")  // none, synchronous, asynchronous, standby
+	KeyErrorType       = attribute.Key("error.type")               // the OpenTelemetry standard key
+	KeyDownstream      = attribute.Key("tenure.downstream")        // the flow.Downstream an activity calls
+	KeyFlowCause       = attribute.Key("tenure.flow.cause")        // concurrency, rate, breaker, retry-budget
+	KeyBuild           = attribute.Key("tenure.build")             // the build orphaned runs are pinned to (sdk.WithPinning)
+	KeySchedule        = attribute.Key("tenure.schedule")          // a schedule's name
+	KeyTickDecision    = attribute.Key("tenure.schedule.decision") // started, skipped, missed, buffered
 	instrumentation    = "github.com/tenurehq/tenure/otel"
 )

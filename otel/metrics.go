@@ -38,6 +38,12 @@ const (
 	MetricFlowWaiting = "tenure.flow.waiting"
 	MetricFlowInUse   = "tenure.flow.in_use"
 	MetricFlowBreaker = "tenure.flow.breaker"
+	// MetricScheduleTicks counts the ticks of schedules a worker decided,
+	// by tenure.schedule.decision; MetricScheduleLag is how late each was
+	// decided after its nominal time (the fire lag). Attribute
+	// tenure.schedule.
+	MetricScheduleTicks = "tenure.schedule.ticks"
+	MetricScheduleLag   = "tenure.schedule.lag"
 )
 
 type instruments struct {
@@ -48,6 +54,9 @@ type instruments struct {
 
 	flowAdmitted, flowDenied            metric.Int64Counter
 	flowWaiting, flowInUse, flowBreaker metric.Int64Gauge
+
+	scheduleTicks metric.Int64Counter
+	scheduleLag   metric.Float64Histogram
 }
 
 func newInstruments(m metric.Meter) (instruments, error) {
@@ -91,5 +100,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.attemptDuration = histogram(MetricAttemptDuration, "How long attempts ran, by outcome.")
 	i.queueLag = histogram(MetricQueueLag, "How long a run was due (or its lease expired) before a worker claimed it.")
 	i.runDuration = histogram(MetricRunDuration, "Age of runs when they completed or failed.")
+	i.scheduleTicks = counter(MetricScheduleTicks, "{tick}", "Ticks of schedules decided, by decision.")
+	i.scheduleLag = histogram(MetricScheduleLag, "How late a schedule's tick was decided after its nominal time.")
 	return i, errors.Join(errs...)
 }

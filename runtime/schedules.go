@@ -17,6 +17,16 @@ const scheduleEvery = time.Second
 // schedulesPerPass bounds the schedules one pass locks.
 const schedulesPerPass = 100
 
+// ScheduleObserver is an optional interface of an Observer (the otel
+// package implements it): it hears of every tick of a schedule the worker
+// decides, with the decision (started, skipped, missed, buffered: the
+// schedule_ticks row's; a buffered tick that gets its run is heard of again
+// as started) and its lag, how late it was decided after its nominal time
+// by the database's clock.
+type ScheduleObserver interface {
+	TickDecided(schedule, decision string, lag time.Duration)
+}
+
 // RegisterSchedules adds schedules the worker declares at start (see
 // sdk.NewSchedule): it writes each to the schedules table by name, changed
 // only when it differs from the row and no person changed the row since.
@@ -80,6 +90,11 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 			w.ticks.failed(err)
 		default:
 			w.ticks.ok()
+			if o, ok := w.cfg.Observer.(ScheduleObserver); ok {
+				for _, t := range pass.Ticks {
+					o.TickDecided(t.Schedule, t.Decision, t.Lag)
+				}
+			}
 			for name, why := range pass.Errors {
 				w.cfg.Logger.Warn("tenure: a schedule's ticks cannot be computed: it decides nothing until it is fixed",
 					"worker", w.cfg.Label, "schedule", name, "error", why)

@@ -8,16 +8,30 @@ import (
 	"testing"
 	"time"
 
+	tenureotel "github.com/tenurehq/tenure/otel"
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
 )
 
+// tickCounter is an Observer (otel's) that also counts the ticks its
+// workers decided started (runtime.ScheduleObserver).
+type tickCounter struct {
+	*tenureotel.Instrumentation
+	started atomic.Int32
+}
+
+func (c *tickCounter) TickDecided(schedule, decision string, lag time.Duration) {
+	if decision == "started" {
+		c.started.Add(1)
+	}
+}
+
 // scheduledWorker starts a worker of wf declaring schedules; Shutdown at
 // cleanup (stop may come first).
-func scheduledWorker(t *testing.T, e *env, label string, wf sdk.Definition, schedules ...*sdk.Schedule) *runtime.Worker {
+func scheduledWorker(t *testing.T, e *env, label string, obs runtime.Observer, wf sdk.Definition, schedules ...*sdk.Schedule) *runtime.Worker {
 	t.Helper()
 	cfg := e.config()
-	cfg.Label = label
+	cfg.Label, cfg.Observer = label, obs
 	w, err := runtime.NewWorker(e.pool, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -55,9 +69,14 @@ func TestSchedules_ThreeWorkersStartEachTickOnceAndCatchUpTheLatest(t *testing.T
 	started := func() int {
 		return q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'started'`)
 	}
+	inst, err := tenureotel.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := &tickCounter{Instrumentation: inst}
 	var workers []*runtime.Worker
 	for i := range 3 {
-		workers = append(workers, scheduledWorker(t, e, fmt.Sprintf("scheduler-%d", i), wf, every))
+		workers = append(workers, scheduledWorker(t, e, fmt.Sprintf("scheduler-%d", i), observed, wf, every))
 	}
 	eventually(t, "5 ticks started", func() bool { return started() >= 5 })
 	for _, w := range workers {
@@ -85,7 +104,7 @@ func TestSchedules_ThreeWorkersStartEachTickOnceAndCatchUpTheLatest(t *testing.T
 	before := started()
 	missedBefore := q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'missed'`)
 	time.Sleep(3 * time.Second) // every worker down
-	scheduledWorker(t, e, "scheduler-back", wf, every)
+	scheduledWorker(t, e, "scheduler-back", observed, wf, every)
 	eventually(t, "the catch-up run", func() bool { return started() > before })
 	check("after the downtime")
 	if n := q[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'missed'`) - missedBefore; n < 2 {
@@ -113,6 +132,9 @@ func TestSchedules_ThreeWorkersStartEachTickOnceAndCatchUpTheLatest(t *testing.T
 		}
 	}
 	rows.Close()
+	if n := int(observed.started.Load()); n != started() {
+		t.Errorf("the workers' observer heard of %d ticks started, the table has %d", n, started())
+	}
 	t.Log(q[string](e, `SELECT string_agg(decision || ' by ' || decided_by || ' ' || to_char(nominal_at, 'SS') || ' lag ' ||
 		round(extract(epoch FROM decided_at - nominal_at) * 1000) || 'ms', E'\n' ORDER BY nominal_at) FROM {schema}.schedule_ticks`))
 }

@@ -189,6 +189,16 @@ type SchedulePass struct {
 	// in SQL), found by this pass, with why: they decide nothing until
 	// fixed.
 	Errors map[string]string
+	// Ticks are the ticks the pass decided (a buffered tick that got its
+	// run is one of them again, decided "started").
+	Ticks []DecidedTick
+}
+
+// DecidedTick is a tick a pass decided: of which schedule, what, and how
+// late (the database's time of the pass less the tick's nominal time).
+type DecidedTick struct {
+	Schedule, Decision string
+	Lag                time.Duration
 }
 
 // maxTicksPerPass bounds the ticks one pass decides of one schedule: a
@@ -242,6 +252,13 @@ func (s *Store) DecideTicks(ctx context.Context, by string, limit int) (Schedule
 				return err
 			}
 			pass.Decided, pass.Started = len(d.ticks), d.started
+			for _, t := range d.ticks {
+				decision := t.decision
+				if t.release {
+					decision = TickStarted
+				}
+				pass.Ticks = append(pass.Ticks, DecidedTick{Schedule: t.schedule, Decision: decision, Lag: now.Sub(t.nominal)})
+			}
 		}
 		// The next tick, after this pass's: by the database's clock.
 		var ms pgtype.Float8
