@@ -37,11 +37,15 @@ CREATE TABLE {schema}.schedules (
     -- catchup_window_ms, at most catchup_max.
     catchup           text        NOT NULL DEFAULT 'latest' CHECK (catchup IN ('none', 'latest', 'all')),
     catchup_window_ms bigint      NOT NULL DEFAULT 86400000 CHECK (catchup_window_ms > 0),
-    catchup_max       integer     NOT NULL DEFAULT 100 CHECK (catchup_max >= 1),
+    catchup_max       integer     NOT NULL DEFAULT 100 CHECK (catchup_max BETWEEN 1 AND 1000),
     -- The next nominal tick not decided yet: NULL to be computed by the next
     -- worker (a schedule created or changed in SQL), 'infinity' when there
     -- is none (ended, or a spec that never fires).
-    next_at           timestamptz,
+    next_at           timestamptz CHECK (next_at > '-infinity'),
+    -- After a change of its timing: the next tick is computed from here
+    -- (the next tick of the old timing not decided yet), so that the ticks
+    -- due since are decided, as its catch-up policy says, not lost.
+    retimed_from      timestamptz,
     -- The last run a tick started, and the ticks buffered behind it.
     last_run_id       uuid,
     buffered          integer     NOT NULL DEFAULT 0 CHECK (buffered >= 0),
@@ -49,8 +53,9 @@ CREATE TABLE {schema}.schedules (
     -- are missed, and caught up as catchup says).
     paused_at         timestamptz,
     pause_note        text,
-    -- Why no worker can compute the ticks (an invalid spec or zone written
-    -- in SQL); NULL while it can.
+    -- Why the last worker that tried could not compute the ticks (a spec
+    -- or zone written in SQL that does not parse, or one that worker's
+    -- build cannot read); NULL once one could. Workers keep trying.
     error             text,
     -- The worker whose code declared it (runtime: Worker.RegisterSchedules),
     -- NULL for one made at run time; overridden_at is when a person last changed
@@ -118,11 +123,19 @@ $$;
 -- _schedule_settings is what a person sets of a schedule, as JSON.
 CREATE FUNCTION {schema}._schedule_settings(s {schema}.schedules)
 RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object('spec', s.spec, 'time_zone', s.time_zone, 'workflow', s.workflow, 'queue', s.queue,
         'input', s.input, 'priority', s.priority, 'jitter_ms', s.jitter_ms, 'starts_at', s.starts_at, 'ends_at', s.ends_at,
         'overlap', s.overlap, 'buffer_max', s.buffer_max, 'catchup', s.catchup, 'catchup_window_ms', s.catchup_window_ms,
         'catchup_max', s.catchup_max, 'paused', s.paused_at IS NOT NULL)
+$$;
+
+-- _schedule_audited is _schedule_settings and what else a person may move
+-- by hand: the next tick, the pause's note.
+CREATE FUNCTION {schema}._schedule_audited(s {schema}.schedules)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT {schema}._schedule_settings(s) || jsonb_build_object('next_at', s.next_at, 'pause_note', s.pause_note)
 $$;
 
 CREATE FUNCTION {schema}._audit_schedule() RETURNS trigger
@@ -132,17 +145,22 @@ DECLARE
     after jsonb;
     how text;
 BEGIN
+    -- A worker's pass (tenure.ticking set for its transaction) writes
+    -- bookkeeping alone: the next tick, the last run, the buffer.
+    IF pg_catalog.current_setting('tenure.ticking', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
     IF TG_OP <> 'INSERT' THEN
-        before := {schema}._schedule_settings(OLD);
+        before := {schema}._schedule_audited(OLD);
     END IF;
     IF TG_OP <> 'DELETE' THEN
-        after := {schema}._schedule_settings(NEW);
+        after := {schema}._schedule_audited(NEW);
     END IF;
     IF before IS NOT DISTINCT FROM after THEN
-        RETURN NULL; -- bookkeeping: its ticks
+        RETURN NULL;
     END IF;
     how := CASE WHEN TG_OP = 'INSERT' THEN 'created' WHEN TG_OP = 'DELETE' THEN 'deleted'
-                WHEN (before->'paused') <> (after->'paused') AND before - 'paused' = after - 'paused'
+                WHEN (before->'paused') <> (after->'paused') AND before - 'paused' - 'pause_note' = after - 'paused' - 'pause_note'
                 THEN CASE WHEN (after->>'paused')::boolean THEN 'paused' ELSE 'resumed' END
                 ELSE 'changed' END;
     INSERT INTO {schema}.audit_log (action, runs, filter, note)
@@ -158,11 +176,14 @@ CREATE TRIGGER schedules_audit AFTER INSERT OR UPDATE OR DELETE ON {schema}.sche
     FOR EACH ROW EXECUTE FUNCTION {schema}._audit_schedule();
 
 -- A change of when a schedule ticks (its spec, zone or bounds), by code or
--- by hand, has its next tick computed again by the next worker, from then
--- (NULL), and clears its error.
+-- by hand, has its next tick computed again by the next worker (NULL),
+-- from the old timing's next tick not decided yet when that is past
+-- (retimed_from: the ticks due since are decided, not lost), and clears
+-- its error.
 CREATE FUNCTION {schema}._schedule_retimed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    NEW.retimed_from := CASE WHEN OLD.next_at < now() THEN OLD.next_at ELSE OLD.retimed_from END;
     NEW.next_at := NULL;
     NEW.error := NULL;
     RETURN NEW;

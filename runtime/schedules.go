@@ -73,6 +73,7 @@ func (w *Worker) declareSchedules(ctx context.Context) error {
 func (w *Worker) tickSchedules(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	warned := map[string]time.Time{} // schedules whose ticks this worker cannot compute, when last warned of
 	for {
 		select {
 		case <-ctx.Done():
@@ -96,7 +97,12 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 				}
 			}
 			for name, why := range pass.Errors {
-				w.cfg.Logger.Warn("tenure: a schedule's ticks cannot be computed: it decides nothing until it is fixed",
+				if time.Since(warned[name]) < time.Minute {
+					continue
+				}
+				warned[name] = time.Now()
+				w.cfg.Logger.Warn("tenure: this worker cannot compute a schedule's ticks: it leaves them to workers that can "+
+					"(schedules.error says why; fix the spec or zone, or deploy a build that reads it)",
 					"worker", w.cfg.Label, "schedule", name, "error", why)
 			}
 			switch {

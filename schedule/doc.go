@@ -36,7 +36,8 @@
 //
 // The ticks of a cron spec are wall-clock times in the spec's zone, an IANA
 // name such as "America/New_York" ("" is UTC; "Local" is refused, since it
-// depends on the machine). Where daylight saving time makes a wall-clock
+// depends on the machine; the package embeds the zones' rules, used where
+// the machine has none). Where daylight saving time makes a wall-clock
 // time ambiguous, two rules make every tick a single instant:
 //
 //   - A time in the gap of a spring-forward transition, which does not

@@ -60,11 +60,12 @@ const (
 	// CatchupLatest, the default: the latest due tick starts, the older
 	// ones are decided missed: one catch-up run after any downtime.
 	CatchupLatest CatchupPolicy = store.CatchupLatest
-	// CatchupAll: every due tick within the catch-up window (default 24
-	// hours) starts, the most recent first chosen, at most the
-	// catch-up maximum (default 100); the others are missed. The overlap
-	// policy applies between them: with OverlapSkip, only the first one
-	// starts.
+	// CatchupAll: the due ticks within the catch-up window (default 24
+	// hours) start, the most recent ones, at most the catch-up maximum
+	// (default 100, at most 1000); the others are missed. They are
+	// decided in order, the overlap policy applying between them: with
+	// OverlapSkip only the earliest of them starts (the others find its
+	// run open), with OverlapAllow or OverlapBufferAll all of them do.
 	CatchupAll CatchupPolicy = store.CatchupAll
 )
 
@@ -116,7 +117,7 @@ func WithOverlap(p OverlapPolicy, buffer int) ScheduleOption {
 
 // WithCatchup sets the catch-up policy (default CatchupLatest) and, for
 // CatchupAll, the window of ticks it starts (0: 24 hours) and their
-// maximum (0: 100).
+// maximum (0: 100; at most 1000).
 func WithCatchup(p CatchupPolicy, window time.Duration, maxRuns int) ScheduleOption {
 	return func(d *schedule.Declaration) { d.Catchup, d.CatchupWindow, d.CatchupMax = string(p), window, maxRuns }
 }
@@ -158,7 +159,9 @@ func (s *Schedule) Declaration() schedule.Declaration { return s.decl }
 // a schedule's tick, and which: the schedule's name and the tick's nominal
 // time (not when it was decided or when the run started: a catch-up run
 // of a tick missed an hour ago says so). ok is false for any other run,
-// and outside a workflow.
+// and outside a workflow. It reads the run's key: a run started by hand
+// with a key of the form schedule:<name>@<RFC 3339 time> reads as a tick
+// too.
 func ScheduledTick(ctx context.Context) (schedule string, nominal time.Time, ok bool) {
 	e, found := engine.ExecutorFrom(ctx)
 	if !found {

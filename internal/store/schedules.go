@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,8 @@ func CheckScheduleDecl(d ScheduleDecl) (ScheduleDecl, error) {
 		return d, fmt.Errorf("schedule %q: no workflow", d.Name)
 	case d.Jitter < 0, d.BufferMax < 0, d.CatchupWindow < 0, d.CatchupMax < 0:
 		return d, fmt.Errorf("schedule %q: jitter, buffer, catch-up window and maximum must not be negative", d.Name)
+	case d.CatchupMax > maxTicksPerPass:
+		return d, fmt.Errorf("schedule %q: a catch-up of at most %d runs, not %d", d.Name, maxTicksPerPass, d.CatchupMax)
 	case d.StartsAt != nil && d.EndsAt != nil && !d.EndsAt.After(*d.StartsAt):
 		return d, fmt.Errorf("schedule %q: it ends (%s) before it starts (%s)", d.Name, d.EndsAt, d.StartsAt)
 	case !json.Valid(d.Input):
@@ -114,6 +117,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, decls []ScheduleDecl, by s
 	if len(decls) == 0 {
 		return nil
 	}
+	decls = slices.Clone(decls)
 	for i := range decls {
 		d, err := CheckScheduleDecl(decls[i])
 		if err != nil {
@@ -121,6 +125,9 @@ func (s *Store) DeclareSchedules(ctx context.Context, decls []ScheduleDecl, by s
 		}
 		decls[i] = d
 	}
+	// In one order, so that two workers declaring the same schedules lock
+	// their rows in that order and never wait for each other in a cycle.
+	slices.SortFunc(decls, func(a, b ScheduleDecl) int { return strings.Compare(a.Name, b.Name) })
 	if err := s.Check(ctx); err != nil {
 		return err
 	}
@@ -201,6 +208,10 @@ type DecidedTick struct {
 	Lag                time.Duration
 }
 
+// minScheduleWait is the shortest wait a pass asks for: what it leaves due
+// another pass holds.
+const minScheduleWait = 50 * time.Millisecond
+
 // maxTicksPerPass bounds the ticks one pass decides of one schedule: a
 // schedule due for longer (a one-second schedule paused for a day) is
 // decided in chunks, the ticks of a chunk all missed when newer ones remain.
@@ -216,7 +227,7 @@ type dueSchedule struct {
 	overlap, catchup                  string
 	bufferMax, catchupMax             int
 	catchupWindow                     time.Duration
-	nextAt                            pgtype.Timestamptz
+	nextAt, retimedFrom               pgtype.Timestamptz
 	lastRun                           pgtype.UUID
 	lastStatus                        string
 	buffered                          []time.Time // nominal times, oldest first
@@ -264,11 +275,13 @@ func (s *Store) DecideTicks(ctx context.Context, by string, limit int) (Schedule
 		var ms pgtype.Float8
 		if err := tx.QueryRow(ctx, s.sql(`
 			SELECT extract(epoch FROM min(next_at) - now()) * 1000 FROM {schema}.schedules
-			WHERE paused_at IS NULL AND next_at IS NOT NULL AND next_at < 'infinity'`)).Scan(&ms); err != nil {
+			WHERE paused_at IS NULL AND next_at IS NOT NULL AND next_at < 'infinity' AND error IS NULL`)).Scan(&ms); err != nil {
 			return err
 		}
 		if ms.Valid {
-			pass.Next = max(time.Duration(ms.Float64*float64(time.Millisecond)), time.Millisecond)
+			// A tick due already is held by another worker's pass (or a
+			// person's transaction): look again shortly, not at once.
+			pass.Next = max(time.Duration(ms.Float64*float64(time.Millisecond)), minScheduleWait)
 		}
 		return nil
 	})
@@ -289,7 +302,7 @@ func (s *Store) lockDue(ctx context.Context, tx pgx.Tx, limit int) ([]dueSchedul
 			var jitterMS, windowMS int64
 			if err := rows.Scan(&d.name, &d.spec, &d.zone, &d.workflow, &d.queue, &d.input, &d.priority, &jitterMS,
 				&d.startsAt, &d.endsAt, &d.overlap, &d.bufferMax, &d.catchup, &windowMS, &d.catchupMax, &d.nextAt,
-				&d.lastRun, &d.lastStatus, &d.buffered, &now); err != nil {
+				&d.retimedFrom, &d.lastRun, &d.lastStatus, &d.buffered, &now); err != nil {
 				return err
 			}
 			d.jitter, d.catchupWindow = time.Duration(jitterMS)*time.Millisecond, time.Duration(windowMS)*time.Millisecond
@@ -313,18 +326,22 @@ const sqlLockDue = `
 		FOR UPDATE SKIP LOCKED),
 	due AS (
 		SELECT s.* FROM {schema}.schedules s
-		WHERE s.paused_at IS NULL AND s.next_at <= now() AND s.error IS NULL
+		WHERE s.paused_at IS NULL AND s.next_at <= now()
 		ORDER BY s.next_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED),
+	-- Buffered ticks whose open run ended: a lookup of the run by key
+	-- for each schedule with buffered ticks.
 	held AS (
 		SELECT s.* FROM {schema}.schedules s
-		WHERE s.buffered > 0 AND s.paused_at IS NULL AND s.next_at > now() AND s.error IS NULL
+		WHERE s.buffered > 0 AND s.paused_at IS NULL AND s.next_at > now()
+		  AND NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = s.last_run_id AND r.status IN ('queued', 'running'))
+		ORDER BY s.name
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED),
 	both_ AS (SELECT * FROM fresh UNION ALL SELECT * FROM due UNION ALL SELECT * FROM held)
 	SELECT b.name, b.spec, b.time_zone, b.workflow, b.queue, b.input, b.priority, b.jitter_ms, b.starts_at, b.ends_at,
-	       b.overlap, b.buffer_max, b.catchup, b.catchup_window_ms, b.catchup_max, b.next_at, b.last_run_id,
+	       b.overlap, b.buffer_max, b.catchup, b.catchup_window_ms, b.catchup_max, b.next_at, b.retimed_from, b.last_run_id,
 	       coalesce((SELECT r.status FROM {schema}.runs r WHERE r.id = b.last_run_id), ''),
 	       CASE WHEN b.buffered > 0 THEN ARRAY(SELECT t.nominal_at FROM {schema}.schedule_ticks t
 	                                           WHERE t.schedule = b.name AND t.decision = 'buffered' AND t.run_id IS NULL
@@ -341,7 +358,8 @@ type decisions struct {
 	runs    []NewRun
 	ticks   []tick
 	updates []scheduleUpdate
-	cancels []uuid.UUID
+	cancels []*uuid.UUID
+	failed  []scheduleUpdate // error alone
 	started int
 }
 
@@ -366,10 +384,18 @@ type scheduleUpdate struct {
 	err      string
 }
 
-// fail records that schedule name cannot be computed.
+// fail records why schedule name's ticks cannot be computed by this
+// worker: its error column alone, the schedule left due for a worker that
+// can (one of another build, or with the zone's data) to decide.
 func (d *decisions) fail(name string, err error) {
-	d.updates = append(d.updates, scheduleUpdate{name: name, ended: true, err: err.Error()})
+	d.failed = append(d.failed, scheduleUpdate{name: name, err: err.Error()})
 }
+
+// maxDueCounted bounds the due ticks a pass counts of one schedule beyond
+// those it decides: a schedule further behind than that (a one-second
+// schedule paused for eleven days) is decided chunk by chunk, every tick
+// missed, until its last chunk is within reach.
+const maxDueCounted = 1_000_000
 
 // decide decides the due ticks of sc.
 func (d *decisions) decide(sc dueSchedule) error {
@@ -392,70 +418,87 @@ func (d *decisions) decide(sc dueSchedule) error {
 	}
 	open := sc.lastStatus == "queued" || sc.lastStatus == "running"
 	buffered := sc.buffered
-	start := func(nominal time.Time) uuid.UUID {
+	start := func(nominal time.Time) *uuid.UUID {
 		id := uuid.Must(uuid.NewV7())
 		delay := nominal.Add(schedule.Jitter(sc.name, nominal, sc.jitter)).Sub(now)
 		d.runs = append(d.runs, NewRun{ID: id, Workflow: sc.workflow, Queue: sc.queue, Priority: sc.priority,
 			Key: ScheduleTickRun(sc.name, nominal), Input: sc.input, Delay: max(delay, 0)})
 		d.started++
 		up.lastRun, open = &id, true
-		return id
+		return &id
 	}
 	// The run before ended: the oldest buffered tick starts.
+	released := false
 	if !open && len(buffered) > 0 {
-		id := start(buffered[0])
-		d.ticks = append(d.ticks, tick{schedule: sc.name, nominal: buffered[0], decision: TickBuffered, run: &id, release: true})
-		buffered = buffered[1:]
+		d.ticks = append(d.ticks, tick{schedule: sc.name, nominal: buffered[0], decision: TickBuffered, run: start(buffered[0]), release: true})
+		buffered, released = buffered[1:], true
 	}
-	if !sc.nextAt.Valid { // created or changed: its first tick from now
+	up.buffered = len(buffered)
+	if !sc.nextAt.Valid { // created or retimed: its first tick from now, or from where the old timing stood
 		from := now
-		if sc.startsAt.Valid && sc.startsAt.Time.After(now) {
+		if sc.retimedFrom.Valid && sc.retimedFrom.Time.Before(now) {
+			from = sc.retimedFrom.Time.Add(-time.Nanosecond)
+		}
+		if sc.startsAt.Valid && sc.startsAt.Time.After(from) {
 			from = sc.startsAt.Time.Add(-time.Nanosecond)
 		}
-		n, ok := next(from)
-		up.next, up.ended = n, !ok
-		up.buffered = len(buffered)
+		up.next, up.ended = next(from)
+		up.ended = !up.ended
 		d.updates = append(d.updates, up)
 		return nil
 	}
 	if sc.nextAt.InfinityModifier != pgtype.Finite || sc.nextAt.Time.After(now) { // buffered ticks alone
-		up.next, up.ended = sc.nextAt.Time, sc.nextAt.InfinityModifier != pgtype.Finite
-		up.buffered = len(buffered)
-		d.updates = append(d.updates, up)
+		if released {
+			up.next, up.ended = sc.nextAt.Time, sc.nextAt.InfinityModifier != pgtype.Finite
+			d.updates = append(d.updates, up)
+		}
 		return nil
 	}
+	// The due ticks: the first maxTicksPerPass decided now, all of them
+	// counted (up to maxDueCounted more), so that the catch-up policy
+	// picks among all of them, whichever chunk they fall in.
 	var due []time.Time
+	total := 0
 	t, more := sc.nextAt.Time, true
-	for more && !t.After(now) && len(due) <= maxTicksPerPass {
-		due = append(due, t)
+	resume := time.Time{} // the first tick not decided by this pass, when the due ones do not fit
+	for more && !t.After(now) && total < maxTicksPerPass+maxDueCounted {
+		if total < maxTicksPerPass {
+			due = append(due, t)
+		} else if total == maxTicksPerPass {
+			resume = t
+		}
+		total++
 		t, more = next(t)
 	}
-	chunk := len(due) > maxTicksPerPass // newer ticks remain: every one of this chunk is missed
-	if chunk {
-		t, more = due[maxTicksPerPass], true
-		due = due[:maxTicksPerPass]
+	cutoff := more && !t.After(now) // more are due than were counted: none of this chunk is among the latest
+	if !resume.IsZero() {
+		t, more = resume, true
 	}
+	last := total - 1 // the latest due tick's rank
 	starts := map[int]bool{}
-	if !chunk && len(due) > 0 {
-		last := len(due) - 1
+	if !cutoff {
 		switch sc.catchup {
 		case CatchupLatest:
 			starts[last] = true
 		case CatchupNone:
 			// Only a tick decided within its grace is on time: the
 			// shorter of a minute and its interval to the next.
-			grace := time.Minute
-			if more {
-				grace = min(grace, t.Sub(due[last]))
-			}
 			for i, n := range due {
+				grace := time.Minute
+				if i+1 < len(due) {
+					grace = min(grace, due[i+1].Sub(n))
+				} else if i == last {
+					if nx, ok := next(n); ok {
+						grace = min(grace, nx.Sub(n))
+					}
+				}
 				if now.Sub(n) <= grace {
 					starts[i] = true
 				}
 			}
 		case CatchupAll:
-			for i := last; i >= 0 && len(starts) < sc.catchupMax; i-- {
-				if now.Sub(due[i]) <= sc.catchupWindow {
+			for i := range due {
+				if last-i < sc.catchupMax && now.Sub(due[i]) <= sc.catchupWindow {
 					starts[i] = true
 				}
 			}
@@ -466,13 +509,11 @@ func (d *decisions) decide(sc dueSchedule) error {
 		if starts[i] {
 			switch {
 			case !open || sc.overlap == OverlapAllow:
-				id := start(n)
-				tk.decision, tk.run = TickStarted, &id
+				tk.decision, tk.run = TickStarted, start(n)
 			case sc.overlap == OverlapCancelOther:
 				other := *up.lastRun
-				d.cancels = append(d.cancels, other)
-				id := start(n)
-				tk.decision, tk.run, tk.cancelled = TickStarted, &id, &other
+				d.cancels = append(d.cancels, &other)
+				tk.decision, tk.run, tk.cancelled = TickStarted, start(n), &other
 			case (sc.overlap == OverlapBufferOne && len(buffered) < 1) || (sc.overlap == OverlapBufferAll && len(buffered) < sc.bufferMax):
 				tk.decision = TickBuffered
 				buffered = append(buffered, n)
@@ -513,8 +554,15 @@ func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
 				*u.lastRun = id
 			}
 		}
+		for _, c := range d.cancels {
+			if id, ok := byKey[*c]; ok {
+				*c = id
+			}
+		}
 	}
 	b := &pgx.Batch{}
+	// The audit trigger passes over a pass's bookkeeping.
+	b.Queue(`SELECT pg_catalog.set_config('tenure.ticking', 'on', true)`)
 	var names, decisions []string
 	var nominals []time.Time
 	var runIDs, cancelled []pgtype.UUID
@@ -533,7 +581,11 @@ func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
 		b.Queue(s.sql(`
 			INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, run_id, started_at, cancelled_run_id, decided_by)
 			SELECT x.s, x.n, x.d, x.r, CASE WHEN x.r IS NOT NULL THEN now() END, x.c, $6
-			FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::uuid[], $5::uuid[]) AS x(s, n, d, r, c)`),
+			FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::uuid[], $5::uuid[]) AS x(s, n, d, r, c)
+			-- A tick decided already (its row written by hand, or a clock
+			-- stepped back) keeps its row; its run, of the tick's key, is
+			-- the one it had.
+			ON CONFLICT (schedule, nominal_at) DO NOTHING`),
 			names, nominals, decisions, runIDs, cancelled, d.by)
 	}
 	if len(relNames) > 0 {
@@ -557,18 +609,28 @@ func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
 		}
 		b.Queue(s.sql(`
 			UPDATE {schema}.schedules s
-			SET next_at = x.n, last_run_id = x.r, buffered = x.b, error = nullif(x.e, '')
+			SET next_at = x.n, last_run_id = x.r, buffered = x.b, error = nullif(x.e, ''), retimed_from = NULL
 			FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::int[], $5::text[]) AS x(name, n, r, b, e)
 			WHERE s.name = x.name`), upNames, nexts, lasts, bufs, errs)
 	}
+	if len(d.failed) > 0 {
+		var fNames, fErrs []string
+		for _, u := range d.failed {
+			fNames, fErrs = append(fNames, u.name), append(fErrs, u.err)
+		}
+		b.Queue(s.sql(`
+			UPDATE {schema}.schedules s SET error = x.e
+			FROM unnest($1::text[], $2::text[]) AS x(name, e)
+			WHERE s.name = x.name AND s.error IS DISTINCT FROM x.e`), fNames, fErrs)
+	}
 	if len(d.cancels) > 0 {
 		ids := make([]pgtype.UUID, len(d.cancels))
-		for i := range d.cancels {
-			ids[i] = pgUUID(&d.cancels[i])
+		for i, c := range d.cancels {
+			ids[i] = pgUUID(c)
 		}
 		b.Queue(s.sql(`SELECT {schema}.cancel_run(x) FROM unnest($1::uuid[]) AS x`), ids)
 	}
-	if b.Len() == 0 {
+	if b.Len() == 1 {
 		return nil
 	}
 	return s.send(ctx, tx, planWrite, b).Close()
@@ -591,8 +653,9 @@ func pgUUID(id *uuid.UUID) pgtype.UUID {
 }
 
 // TriggerSchedule starts a run of schedule name now, outside its spec and
-// whatever its overlap policy: a tick of decision triggered at the
-// database's time, by the role, audited with note. It returns the run's ID,
+// its overlap policy (the run neither waits for the schedule's last run nor
+// counts as it): a tick of decision triggered at the database's time, by
+// the role, audited with note. It returns the run's ID,
 // or ErrNoSchedule.
 func (s *Store) TriggerSchedule(ctx context.Context, name, note string) (uuid.UUID, error) {
 	var run uuid.UUID
@@ -615,11 +678,11 @@ func (s *Store) TriggerSchedule(ctx context.Context, name, note string) (uuid.UU
 			return err
 		}
 		run = ins[0].ID
+		// Outside the overlap policy: the run neither waits for the
+		// schedule's last run nor becomes it.
 		_, err = tx.Exec(ctx, s.sql(`
-			WITH t AS (
-				INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, run_id, started_at, decided_by)
-				VALUES ($1, now(), 'triggered', $2, now(), current_user))
-			UPDATE {schema}.schedules SET last_run_id = $2 WHERE name = $1`), name, run)
+			INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, run_id, started_at, decided_by)
+			VALUES ($1, now(), 'triggered', $2, now(), current_user)`), name, run)
 		if err != nil {
 			return err
 		}

@@ -114,8 +114,9 @@ func TestDecideTicks_CatchupAndOverlapPoliciesDecideEachTickOnce(t *testing.T) {
 	if got := tickDecisions(t, st, "minutely"); got != "missed missed missed started+run started+run started+run" {
 		t.Fatalf("catch-up all within 3 minutes: %s", got)
 	}
-	// Every change of the settings is audited; the bookkeeping is not.
-	if got := scalar[string](t, st, `SELECT string_agg(filter->>'change', ' ' ORDER BY id) FROM {schema}.audit_log WHERE action = 'schedule'`); got != fmt.Sprint("created", strings.Repeat(" changed", 5)) {
+	// Every change by hand is audited (five of the policies, eight of the
+	// next tick); the passes' bookkeeping is not.
+	if got := scalar[string](t, st, `SELECT string_agg(filter->>'change', ' ' ORDER BY id) FROM {schema}.audit_log WHERE action = 'schedule'`); got != fmt.Sprint("created", strings.Repeat(" changed", 13)) {
 		t.Fatalf("audit: %s", got)
 	}
 }
@@ -184,5 +185,80 @@ func TestScheduleTickRun_RoundTrips(t *testing.T) {
 		if _, _, ok := store.ParseScheduleTickRun(key); ok {
 			t.Errorf("%q parsed as a tick's key", key)
 		}
+	}
+}
+
+// What one schedule does wrong holds up no other: a tick decided already
+// (its row there before the pass), a spec no worker can read. A schedule
+// with buffered ticks behind an open run is not rewritten by every pass,
+// and a retimed schedule decides the ticks due since, not from now on.
+func TestDecideTicks_OneScheduleHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	var decls []store.ScheduleDecl
+	for _, name := range []string{"a-conflict", "b-bad", "c-fine", "d-buffered"} {
+		decls = append(decls, store.ScheduleDecl{Name: name, Spec: "@every 1m", Workflow: "wf", Overlap: store.OverlapBufferOne})
+	}
+	if err := st.DeclareSchedules(ctx, decls, "w"); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, st)
+	for _, name := range []string{"a-conflict", "c-fine", "d-buffered"} {
+		behind(t, st, name, 2)
+	}
+	// a's latest tick has a row already; b's spec was broken in SQL (its
+	// retime leaves it to compute, and it cannot be).
+	exec(t, st.Pool(), st.Schema(), `INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, decided_by)
+		SELECT name, date_trunc('minute', now()), 'skipped', 'someone' FROM {schema}.schedules WHERE name = 'a-conflict'`)
+	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.schedules SET spec = 'every minute' WHERE name = 'b-bad'`)
+	p := pass(t, st)
+	if p.Errors["b-bad"] == "" || len(p.Errors) != 1 {
+		t.Fatalf("pass errors: %v, want b-bad's", p.Errors)
+	}
+	if p.Next < 50*time.Millisecond {
+		t.Fatalf("next wait %v with a schedule nobody can compute: the ticker would spin", p.Next)
+	}
+	if got := tickDecisions(t, st, "c-fine"); got != "missed missed started+run" {
+		t.Fatalf("c-fine beside a conflict and a bad spec: %s", got)
+	}
+	if got := tickDecisions(t, st, "a-conflict"); got != "missed missed skipped" {
+		t.Fatalf("a-conflict: %s (its tick's row written before the pass stands)", got)
+	}
+	if got := scalar[string](t, st, `SELECT (coalesce(error, '') <> '' AND next_at IS NULL)::text FROM {schema}.schedules WHERE name = 'b-bad'`); got != "true" {
+		t.Fatal("b-bad's error is not recorded, or its next tick was moved")
+	}
+	// d's run is open, its next due tick buffered; passes leave it alone.
+	behind(t, st, "d-buffered", 0)
+	pass(t, st)
+	if got := tickDecisions(t, st, "d-buffered"); got != "buffered" {
+		t.Fatalf("d-buffered: %s", got)
+	}
+	xmin := scalar[string](t, st, `SELECT xmin::text FROM {schema}.schedules WHERE name = 'd-buffered'`)
+	pass(t, st)
+	if now := scalar[string](t, st, `SELECT xmin::text FROM {schema}.schedules WHERE name = 'd-buffered'`); now != xmin {
+		t.Fatal("a pass rewrote a schedule whose buffered tick waits for an open run")
+	}
+	// A trigger starts a run outside the overlap policy: the buffered tick
+	// still waits for the scheduled run.
+	if _, err := st.TriggerSchedule(ctx, "d-buffered", ""); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, st)
+	if got := tickDecisions(t, st, "d-buffered"); got != "buffered triggered+run" {
+		t.Fatalf("d-buffered after a trigger: %s", got)
+	}
+	// Fixed: b's ticks are computed again. Retimed while 3 minutes behind,
+	// c decides the ticks due since under its new spec.
+	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.schedules SET spec = '@every 1m' WHERE name = 'b-bad'`)
+	behind(t, st, "c-fine", 3)
+	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.schedules SET spec = '*/1 * * * *' WHERE name = 'c-fine'`)
+	pass(t, st) // computes both first ticks: b's from now, c's from where its old timing stood
+	pass(t, st)
+	if got := tickDecisions(t, st, "c-fine"); got != "missed missed missed buffered" { // its run of before is open still
+		t.Fatalf("c-fine retimed 3 minutes behind: %s, want its 4 due ticks decided", got)
+	}
+	if got := scalar[string](t, st, `SELECT coalesce(error, '-') || ' ' || (next_at > now())::text FROM {schema}.schedules WHERE name = 'b-bad'`); got != "- true" {
+		t.Fatalf("b-bad fixed: %s", got)
 	}
 }
