@@ -117,7 +117,7 @@ func (e *env) workerCtx(ctx context.Context, cfg runtime.Config, defs ...sdk.Def
 }
 
 // stop shuts a worker down now, interrupting what it runs after drain.
-func stop(t *testing.T, w *runtime.Worker, drain time.Duration) {
+func stop(t testing.TB, w *runtime.Worker, drain time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()

@@ -15,7 +15,7 @@ import (
 const scheduleEvery = time.Second
 
 // schedulesPerPass bounds the schedules one pass locks.
-const schedulesPerPass = 100
+const schedulesPerPass = 500
 
 // ScheduleObserver is an optional interface of an Observer (the otel
 // package implements it): it hears of every tick of a schedule the worker

@@ -28,7 +28,7 @@ func (c *tickCounter) TickDecided(schedule, decision string, lag time.Duration) 
 
 // scheduledWorker starts a worker of wf declaring schedules; Shutdown at
 // cleanup (stop may come first).
-func scheduledWorker(t *testing.T, e *env, label string, obs runtime.Observer, wf sdk.Definition, schedules ...*sdk.Schedule) *runtime.Worker {
+func scheduledWorker(t testing.TB, e *env, label string, obs runtime.Observer, wf sdk.Definition, schedules ...*sdk.Schedule) *runtime.Worker {
 	t.Helper()
 	cfg := e.config()
 	cfg.Label, cfg.Observer = label, obs

@@ -49,6 +49,7 @@ type Config struct {
 	Heartbeat   time.Duration
 	Poll        time.Duration
 	Drain       time.Duration
+	Schedule    string // the spec of the schedule chaos-schedule the worker declares; "": none
 }
 
 // Worker is one running (or finished) worker process.
@@ -81,6 +82,9 @@ func Start(cfg Config, label string) (*Worker, error) {
 		if f.d > 0 {
 			args = append(args, f.name, f.d.String())
 		}
+	}
+	if cfg.Schedule != "" {
+		args = append(args, "-schedule", cfg.Schedule)
 	}
 	cmd := exec.Command(cfg.Binary, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/chaos/workload"
 	"github.com/tenurehq/tenure/runtime"
+	"github.com/tenurehq/tenure/sdk"
 )
 
 func main() {
@@ -42,9 +43,10 @@ func main() {
 		heartbeat   = flag.Duration("heartbeat", 250*time.Millisecond, "heartbeat interval")
 		poll        = flag.Duration("poll", 50*time.Millisecond, "poll interval")
 		drain       = flag.Duration("drain", time.Second, "drain time on SIGTERM before running attempts are interrupted")
+		every       = flag.String("schedule", "", "declare the schedule chaos-schedule of an empty Plan with this spec (\"\": none)")
 	)
 	flag.Parse()
-	if err := run(*schema, *label, *concurrency, *lease, *heartbeat, *poll, *drain); err != nil {
+	if err := run(*schema, *label, *concurrency, *lease, *heartbeat, *poll, *drain, *every); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
@@ -58,7 +60,7 @@ type event struct {
 	Stats *runtime.Stats `json:"stats,omitempty"`
 }
 
-func run(schema, label string, concurrency int, lease, heartbeat, poll, drain time.Duration) error {
+func run(schema, label string, concurrency int, lease, heartbeat, poll, drain time.Duration, every string) error {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		return fmt.Errorf("DATABASE_URL is not set")
@@ -85,8 +87,14 @@ func run(schema, label string, concurrency int, lease, heartbeat, poll, drain ti
 	if err != nil {
 		return err
 	}
-	if err := w.Register(workload.New(workload.NewLedger(ledgerPool, schema)).Plan); err != nil {
+	plan := workload.New(workload.NewLedger(ledgerPool, schema)).Plan
+	if err := w.Register(plan); err != nil {
 		return err
+	}
+	if every != "" {
+		if err := w.RegisterSchedules(sdk.NewSchedule("chaos-schedule", plan, every, workload.Plan{})); err != nil {
+			return err
+		}
 	}
 
 	var outMu sync.Mutex
