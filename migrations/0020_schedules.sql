@@ -80,8 +80,10 @@ CREATE TABLE {schema}.schedule_ticks (
     -- started: its run started; skipped: its schedule's last run was open
     -- (overlap skip, or a full buffer); missed: no worker decided it in
     -- time (catch-up); buffered: to start when the open run ends;
-    -- triggered: started by hand, outside the spec.
-    decision   text        NOT NULL CHECK (decision IN ('started', 'skipped', 'missed', 'buffered', 'triggered')),
+    -- triggered: started by hand, outside the spec; backfilled: started by
+    -- a backfill of its range, after it had been missed or skipped (its
+    -- decided_at kept) or before any worker decided it.
+    decision   text        NOT NULL CHECK (decision IN ('started', 'skipped', 'missed', 'buffered', 'triggered', 'backfilled')),
     run_id     uuid,
     started_at timestamptz,
     -- The run this tick's start cancelled (overlap cancel_other).

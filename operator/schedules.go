@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -79,4 +80,21 @@ func (op *Operator) TriggerSchedule(ctx context.Context, name, note string) (uui
 		return uuid.Nil, err
 	}
 	return op.store.TriggerSchedule(ctx, name, note)
+}
+
+// ErrBackfillRange is returned by BackfillSchedule for a range that ends in
+// the future or before it starts, or that holds more than 10,000 ticks.
+var ErrBackfillRange = store.ErrBackfillRange
+
+// BackfillSchedule starts a run for each tick of schedule name between
+// from and to (zero: now) that has none: the ticks decided missed or
+// skipped, and those from before the schedule existed. Each is decided
+// backfilled, its run of the tick's key, outside the overlap policy, in
+// one transaction audited with note. With dryRun it changes nothing and
+// returns the ticks it would start. It returns the ticks' nominal times.
+func (op *Operator) BackfillSchedule(ctx context.Context, name string, from, to time.Time, dryRun bool, note string) ([]time.Time, error) {
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.BackfillSchedule(ctx, name, from, to, dryRun, note)
 }

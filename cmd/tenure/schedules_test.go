@@ -36,6 +36,13 @@ func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
 	if n := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'schedule'`); n != 4 {
 		t.Fatalf("%d audit rows for a creation, a pause, a trigger and a resumption", n)
 	}
+	// The last three days' midnights, from before the schedule existed.
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "72h", "--dry-run"), 0, "would start 3 ticks of nightly")
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "72h", "--note", "INC-13"), 0, "started 3 ticks of nightly")
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "72h"), 0, "started 0 ticks of nightly")
+	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "backfilled")
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly"), 2, "--from")
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "1h", "--to", "2h"), 1, "ends")
 	expect(t, tenure(t, s, "schedules", "pause", "missing"), 3, "no such schedule")
 	expect(t, tenure(t, s, "schedules", "show", "missing"), 3, "no such schedule")
 	expect(t, tenure(t, s, "schedules", "show", "nightly", "--limit", "0"), 2, "--limit must be at least 1")

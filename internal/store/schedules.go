@@ -37,11 +37,12 @@ const (
 
 // Tick decisions (schedule_ticks.decision).
 const (
-	TickStarted   = "started"
-	TickSkipped   = "skipped"
-	TickMissed    = "missed"
-	TickBuffered  = "buffered"
-	TickTriggered = "triggered"
+	TickStarted    = "started"
+	TickSkipped    = "skipped"
+	TickMissed     = "missed"
+	TickBuffered   = "buffered"
+	TickTriggered  = "triggered"
+	TickBackfilled = "backfilled"
 )
 
 // ScheduleDecl is schedule.Declaration, the schedules row code declares.
@@ -817,4 +818,115 @@ func (s *Store) ScheduleTicks(ctx context.Context, name string, limit int) ([]Sc
 		FROM {schema}.schedule_ticks WHERE schedule = $1
 		ORDER BY nominal_at DESC LIMIT $2`), name, limit)
 	return out, s.wrap("list schedule ticks", err)
+}
+
+// maxBackfill bounds the ticks one backfill starts.
+const maxBackfill = 10_000
+
+// ErrBackfillRange is returned by BackfillSchedule for a range that ends in
+// the future, ends before it starts, or holds more than maxBackfill ticks.
+var ErrBackfillRange = errors.New("invalid backfill range")
+
+// BackfillSchedule starts a run for each tick of schedule name in [from,
+// to] that has none: a tick without a row (from before the schedule was
+// created, say), or one decided missed or skipped.
+// Each is decided backfilled (a missed or skipped tick's row keeps its
+// decided_at), its run of the tick's key, outside the overlap policy, all in
+// one transaction with the schedule's row locked, audited with note (the
+// range and the count). A zero to is the database's now. With dryRun it
+// changes nothing and returns the ticks it would start. It returns the
+// ticks' nominal times, in order.
+func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time.Time, dryRun bool, note string) ([]time.Time, error) {
+	var ticks []time.Time
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var spec, zone, workflow, queue string
+		var input []byte
+		var priority int
+		var now time.Time
+		err := tx.QueryRow(ctx, s.sql(`
+			SELECT spec, time_zone, workflow, queue, input, priority, now() FROM {schema}.schedules WHERE name = $1 FOR UPDATE`), name).
+			Scan(&spec, &zone, &workflow, &queue, &input, &priority, &now)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
+		}
+		if err != nil {
+			return err
+		}
+		if to.IsZero() {
+			to = now
+		}
+		switch {
+		case to.After(now):
+			return fmt.Errorf("%w: it ends in the future (%s): its ticks are the workers' to decide", ErrBackfillRange, to.Format(time.RFC3339))
+		case to.Before(from):
+			return fmt.Errorf("%w: it ends (%s) before it starts (%s)", ErrBackfillRange, to.Format(time.RFC3339), from.Format(time.RFC3339))
+		}
+		sp, err := schedule.Parse(spec, zone)
+		if err != nil {
+			return fmt.Errorf("schedule %q: %w", name, err)
+		}
+		var all []time.Time
+		for t := sp.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = sp.Next(t) {
+			if len(all) == maxBackfill {
+				return fmt.Errorf("%w: more than %d ticks between %s and %s: backfill a shorter range", ErrBackfillRange, maxBackfill,
+					from.Format(time.RFC3339), to.Format(time.RFC3339))
+			}
+			all = append(all, t)
+		}
+		// The ticks of the range that have a run, or wait for one.
+		taken := map[int64]bool{}
+		rows, err := tx.Query(ctx, s.sql(`
+			SELECT nominal_at FROM {schema}.schedule_ticks
+			WHERE schedule = $1 AND nominal_at >= $2 AND nominal_at <= $3 AND decision NOT IN ('missed', 'skipped')`), name, from, to)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t time.Time
+			if err := rows.Scan(&t); err != nil {
+				return err
+			}
+			taken[t.UnixMicro()] = true
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var runs []NewRun
+		for _, t := range all {
+			if taken[t.Truncate(time.Microsecond).UnixMicro()] {
+				continue
+			}
+			ticks = append(ticks, t)
+			runs = append(runs, NewRun{ID: uuid.Must(uuid.NewV7()), Workflow: workflow, Queue: queue, Priority: priority,
+				Key: ScheduleTickRun(name, t), Input: input})
+		}
+		if dryRun || len(runs) == 0 {
+			return nil
+		}
+		ins, err := s.InsertRuns(ctx, tx, runs)
+		if err != nil {
+			return err
+		}
+		ids := make([]pgtype.UUID, len(ins))
+		for i, r := range ins {
+			ids[i] = pgtype.UUID{Bytes: r.ID, Valid: true}
+		}
+		if _, err := tx.Exec(ctx, s.sql(`
+			INSERT INTO {schema}.schedule_ticks AS t (schedule, nominal_at, decision, run_id, started_at, decided_by)
+			SELECT $1, x.n, 'backfilled', x.r, now(), current_user FROM unnest($2::timestamptz[], $3::uuid[]) AS x(n, r)
+			ON CONFLICT (schedule, nominal_at) DO UPDATE SET decision = 'backfilled', run_id = EXCLUDED.run_id, started_at = now()
+			WHERE t.run_id IS NULL AND t.decision IN ('missed', 'skipped')`), name, ticks, ids); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.sql(`
+			INSERT INTO {schema}.audit_log (action, runs, filter, note)
+			VALUES ('schedule', $2, jsonb_build_object('schedule', $1::text, 'change', 'backfilled', 'by', 'person',
+			                                           'from', $3::timestamptz, 'to', $4::timestamptz), nullif($5, ''))`),
+			name, len(ticks), from, to, note)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNoSchedule) && !errors.Is(err, ErrBackfillRange) {
+		err = s.wrap("backfill schedule", err)
+	}
+	return ticks, err
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -260,5 +261,49 @@ func TestDecideTicks_OneScheduleHoldsUpNoOther(t *testing.T) {
 	}
 	if got := scalar[string](t, st, `SELECT coalesce(error, '-') || ' ' || (next_at > now())::text FROM {schema}.schedules WHERE name = 'b-bad'`); got != "- true" {
 		t.Fatalf("b-bad fixed: %s", got)
+	}
+}
+
+// A backfill starts the ticks of a past range that have no run: the
+// missed ones, and those from before the schedule existed; once.
+func TestBackfillSchedule_StartsTheTicksOfARangeThatHaveNoRun(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	if err := st.DeclareSchedules(ctx, []store.ScheduleDecl{{Name: "m", Spec: "@every 1m", Workflow: "wf", Catchup: store.CatchupNone}}, "w"); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, st)
+	behind(t, st, "m", 3)
+	pass(t, st) // catch-up none: 3 missed, the on-time one started
+	now := scalar[time.Time](t, st, `SELECT date_trunc('minute', now())`)
+	from, to := now.Add(-5*time.Minute), now
+	dry, err := st.BackfillSchedule(ctx, "m", from, to, true, "")
+	if err != nil || len(dry) != 5 || !dry[0].Equal(from) {
+		t.Fatalf("dry run: %v, %v; want the 5 ticks without a run from %s", dry, err, from)
+	}
+	if got := tickDecisions(t, st, "m"); got != "missed missed missed started+run" {
+		t.Fatalf("the dry run changed the ticks: %s", got)
+	}
+	done, err := st.BackfillSchedule(ctx, "m", from, to, false, "INC-3")
+	if err != nil || len(done) != 5 {
+		t.Fatalf("backfill: %v, %v", done, err)
+	}
+	if got := tickDecisions(t, st, "m"); got != "backfilled+run backfilled+run backfilled+run backfilled+run backfilled+run started+run" {
+		t.Fatalf("after the backfill: %s", got)
+	}
+	if again, err := st.BackfillSchedule(ctx, "m", from, to, false, ""); err != nil || len(again) != 0 {
+		t.Fatalf("a second backfill: %v, %v; want nothing", again, err)
+	}
+	if got := scalar[string](t, st, `SELECT runs || ' ' || note FROM {schema}.audit_log WHERE filter->>'change' = 'backfilled'`); got != "5 INC-3" {
+		t.Fatalf("the backfill's audit row: %s", got)
+	}
+	for _, bad := range [][2]time.Time{{to, from}, {from, now.Add(time.Hour)}, {now.Add(-30 * 24 * time.Hour), now}} {
+		if _, err := st.BackfillSchedule(ctx, "m", bad[0], bad[1], true, ""); !errors.Is(err, store.ErrBackfillRange) {
+			t.Errorf("backfill %s to %s: %v, want ErrBackfillRange", bad[0], bad[1], err)
+		}
+	}
+	if _, err := st.BackfillSchedule(ctx, "none", from, to, true, ""); !errors.Is(err, store.ErrNoSchedule) {
+		t.Errorf("backfill of no schedule: %v", err)
 	}
 }
