@@ -46,6 +46,7 @@ var funcs = template.FuncMap{
 	"truncate": truncate,
 	"deref":    func(t *time.Time) time.Time { return *t },
 	"derefd":   func(d *time.Duration) time.Duration { return *d },
+	"derefid":  func(id *uuid.UUID) uuid.UUID { return *id },
 	"add":      func(a, b float64) float64 { return a + b },
 	"half":     func(a float64) float64 { return a / 2 },
 	"plural":   plural,
