@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/record"
+	"github.com/tenurehq/tenure/schedule"
 )
 
 // ErrNoSchedule is returned for a schedule that does not exist.
@@ -97,4 +98,31 @@ func (op *Operator) BackfillSchedule(ctx context.Context, name string, from, to 
 		return nil, err
 	}
 	return op.store.BackfillSchedule(ctx, name, from, to, dryRun, note)
+}
+
+// SetSchedule creates a schedule, or changes the one of its name, as a
+// person does (d as sdk.NewSchedule would declare it; zero fields take the
+// defaults): audited with note, and from then on the declarations of code
+// no longer change it. It returns the declaration's error for a spec, zone
+// or policy it cannot honour.
+func (op *Operator) SetSchedule(ctx context.Context, d schedule.Declaration, note string) error {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.SetSchedule(ctx, d, note)
+}
+
+// DeleteSchedule deletes schedule name and its ticks (not their runs),
+// audited with note; a worker whose code declares it creates it again at
+// its next start (pause it to keep it from ticking). It returns an error
+// wrapping ErrNoSchedule for one that does not exist.
+func (op *Operator) DeleteSchedule(ctx context.Context, name, note string) error {
+	ctx, cancel := op.bounded(ctx)
+	defer cancel()
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.DeleteSchedule(ctx, name, note)
 }

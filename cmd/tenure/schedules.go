@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/record"
+	"github.com/tenurehq/tenure/schedule"
 )
 
 // tenure schedules: list, show, pause, resume and trigger schedules
@@ -16,7 +20,123 @@ func (a *app) schedulesCommand() *cobra.Command {
 	return group("schedules", "List and show schedules and their ticks; pause, resume and trigger them (audited)",
 		a.schedulesListCommand(), a.schedulesShowCommand(),
 		a.schedulesChangeCommand("pause"), a.schedulesChangeCommand("resume"), a.schedulesChangeCommand("trigger"),
-		a.schedulesBackfillCommand())
+		a.schedulesBackfillCommand(), a.schedulesSetCommand(), a.schedulesDeleteCommand())
+}
+
+func (a *app) schedulesSetCommand() *cobra.Command {
+	var d schedule.Declaration
+	var input, note string
+	cmd := &cobra.Command{
+		Use:   "set NAME [--spec SPEC --workflow WORKFLOW] [flags]",
+		Short: "Create a schedule, or change one, as a person (audited; declarations no longer change it)",
+		Long: `Create the schedule NAME (--spec and --workflow required), or change the one
+of that name: the flags given replace its settings, the others stay. Written
+to the audit log with --note; from then on a worker's declaration of the
+schedule in code no longer changes it. A change of its timing (spec, zone)
+decides the ticks due since under the new one. The spec is a cron spec (5
+fields, or 6 with seconds), a macro (@daily) or "@every <duration>"; the
+zone an IANA name.`,
+		Example: `  tenure schedules set nightly-report --spec "0 3 * * *" --zone Europe/Berlin --workflow report --input '{"tenant":"all"}' --note INC-14
+  tenure schedules set nightly-report --spec "30 3 * * *" --note "after the backup"`,
+		Args: rangeArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op, err := a.operator()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			cur, err := op.Schedule(a.ctx, name)
+			switch {
+			case err == nil:
+				base := schedule.Declaration{Name: name, Spec: cur.Spec, Zone: cur.Zone, Workflow: cur.Workflow, Queue: cur.Queue,
+					Input: cur.Input, Priority: cur.Priority, Jitter: cur.Jitter, StartsAt: cur.StartsAt, EndsAt: cur.EndsAt,
+					Overlap: cur.Overlap, BufferMax: cur.BufferMax, Catchup: cur.Catchup, CatchupWindow: cur.CatchupWindow, CatchupMax: cur.CatchupMax}
+				f := cmd.Flags()
+				for flag, apply := range map[string]func(){
+					"spec": func() { base.Spec = d.Spec }, "zone": func() { base.Zone = d.Zone }, "workflow": func() { base.Workflow = d.Workflow },
+					"queue": func() { base.Queue = d.Queue }, "priority": func() { base.Priority = d.Priority }, "jitter": func() { base.Jitter = d.Jitter },
+					"overlap": func() { base.Overlap = d.Overlap }, "buffer": func() { base.BufferMax = d.BufferMax },
+					"catchup": func() { base.Catchup = d.Catchup }, "catchup-window": func() { base.CatchupWindow = d.CatchupWindow },
+					"catchup-max": func() { base.CatchupMax = d.CatchupMax }, "input": func() {},
+				} {
+					if f.Changed(flag) {
+						apply()
+					}
+				}
+				d = base
+			case errors.Is(err, operator.ErrNoSchedule):
+				if d.Spec == "" || d.Workflow == "" {
+					return usagef("a new schedule needs --spec and --workflow")
+				}
+			default:
+				return err
+			}
+			d.Name = name
+			if cmd.Flags().Changed("input") {
+				if !json.Valid([]byte(input)) {
+					return usagef("--input: not JSON: %s", input)
+				}
+				d.Input = []byte(input)
+			}
+			if err := op.SetSchedule(a.ctx, d, note); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]string{"schedule": name, "action": "set"})
+			}
+			zone := d.Zone
+			if zone == "" {
+				zone = "UTC"
+			}
+			_, err = fmt.Fprintf(a.stdout, "set %s: %s in %s starts %s (declarations no longer change it)\n", name, d.Spec, zone, d.Workflow)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&d.Spec, "spec", "", "when it ticks: a cron spec, a macro or @every <duration>")
+	f.StringVar(&d.Zone, "zone", "", "the IANA time zone of a cron spec (default UTC)")
+	f.StringVar(&d.Workflow, "workflow", "", "the workflow each tick starts")
+	f.StringVar(&d.Queue, "queue", "", "the queue of its runs (default default)")
+	f.StringVar(&input, "input", "", "the runs' input, as JSON (default null)")
+	f.IntVar(&d.Priority, "priority", 0, "the priority of its runs")
+	f.DurationVar(&d.Jitter, "jitter", 0, "delay each tick's run by up to this")
+	f.StringVar(&d.Overlap, "overlap", "", "skip (default), buffer_one, buffer_all, allow or cancel_other")
+	f.IntVar(&d.BufferMax, "buffer", 0, "buffer_all's most waiting ticks (default 100)")
+	f.StringVar(&d.Catchup, "catchup", "", "none, latest (default) or all")
+	f.DurationVar(&d.CatchupWindow, "catchup-window", 0, "catch-up all's window (default 24h)")
+	f.IntVar(&d.CatchupMax, "catchup-max", 0, "catch-up all's most runs (default 100, at most 1000)")
+	f.StringVar(&note, "note", "", "why, for the audit log")
+	return cmd
+}
+
+func (a *app) schedulesDeleteCommand() *cobra.Command {
+	var note string
+	cmd := &cobra.Command{
+		Use:   "delete NAME [--note TEXT]",
+		Short: "Delete a schedule and its ticks, not their runs (audited)",
+		Long: `Delete a schedule and its tick rows; the runs its ticks started stay. Written
+to the audit log with --note. A worker whose code declares the schedule
+creates it again at its next start: remove it from the code, or pause it
+instead.`,
+		Example: `  tenure schedules delete old-report --note "replaced by nightly-report"`,
+		Args:    rangeArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op, err := a.operator()
+			if err != nil {
+				return err
+			}
+			if err := op.DeleteSchedule(a.ctx, args[0], note); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]string{"schedule": args[0], "action": "delete"})
+			}
+			_, err = fmt.Fprintf(a.stdout, "deleted %s and its ticks (not their runs)\n", args[0])
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&note, "note", "", "why, for the audit log")
+	return cmd
 }
 
 func (a *app) schedulesBackfillCommand() *cobra.Command {

@@ -43,6 +43,19 @@ func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
 	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "backfilled")
 	expect(t, tenure(t, s, "schedules", "backfill", "nightly"), 2, "--from")
 	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "1h", "--to", "2h"), 1, "ends")
+	// Made and changed by a person, then deleted.
+	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "@hourly"), 2, "--spec and --workflow")
+	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "61 * * * *", "--workflow", "report"), 1, "out of range")
+	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "@hourly", "--workflow", "report", "--input", `{"n": 1}`, "--note", "INC-14"), 0,
+		"set hourly: @hourly in UTC starts report")
+	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "15 * * * *", "--zone", "America/New_York"), 0,
+		"set hourly: 15 * * * * in America/New_York starts report")
+	expect(t, tenure(t, s, "schedules", "show", "hourly"), 0, "15 * * * * in America/New_York", `input {"n": 1}`, "changed by a person")
+	expect(t, tenure(t, s, "schedules", "delete", "hourly", "--note", "INC-15"), 0, "deleted hourly")
+	expect(t, tenure(t, s, "schedules", "delete", "hourly"), 3, "no such schedule")
+	if got := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'schedule' AND filter->>'schedule' = 'hourly'`); got != 3 {
+		t.Fatalf("%d audit rows for a creation, a change and a deletion", got)
+	}
 	expect(t, tenure(t, s, "schedules", "pause", "missing"), 3, "no such schedule")
 	expect(t, tenure(t, s, "schedules", "show", "missing"), 3, "no such schedule")
 	expect(t, tenure(t, s, "schedules", "show", "nightly", "--limit", "0"), 2, "--limit must be at least 1")

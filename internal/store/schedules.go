@@ -930,3 +930,53 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 	}
 	return ticks, err
 }
+
+// SetSchedule creates schedule d, or changes the one of its name to d, as
+// a person does: audited with note (created or changed), and from then on
+// the declarations of code no longer change it (overridden_at). A change of
+// its timing decides the ticks due since under the new one.
+func (s *Store) SetSchedule(ctx context.Context, d ScheduleDecl, note string) error {
+	d, err := CheckScheduleDecl(d)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('tenure.note', $1, true)`, note); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.sql(`
+			INSERT INTO {schema}.schedules AS s (name, spec, time_zone, workflow, queue, input, priority, jitter_ms, starts_at, ends_at,
+			                                     overlap, buffer_max, catchup, catchup_window_ms, catchup_max, overridden_at)
+			VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, now())
+			ON CONFLICT (name) DO UPDATE SET
+				spec = EXCLUDED.spec, time_zone = EXCLUDED.time_zone, workflow = EXCLUDED.workflow, queue = EXCLUDED.queue,
+				input = EXCLUDED.input, priority = EXCLUDED.priority, jitter_ms = EXCLUDED.jitter_ms, starts_at = EXCLUDED.starts_at,
+				ends_at = EXCLUDED.ends_at, overlap = EXCLUDED.overlap, buffer_max = EXCLUDED.buffer_max, catchup = EXCLUDED.catchup,
+				catchup_window_ms = EXCLUDED.catchup_window_ms, catchup_max = EXCLUDED.catchup_max,
+				overridden_at = now(), updated_at = now()`),
+			d.Name, d.Spec, d.Zone, d.Workflow, d.Queue, string(d.Input), d.Priority, d.Jitter.Milliseconds(), d.StartsAt, d.EndsAt,
+			d.Overlap, d.BufferMax, d.Catchup, d.CatchupWindow.Milliseconds(), d.CatchupMax)
+		return err
+	})
+	return s.wrap("set schedule", err)
+}
+
+// DeleteSchedule deletes schedule name and its ticks (not their runs),
+// audited with note, or returns ErrNoSchedule. A worker whose code
+// declares it creates it again at its next start.
+func (s *Store) DeleteSchedule(ctx context.Context, name, note string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('tenure.note', $1, true)`, note); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, s.sql(`DELETE FROM {schema}.schedules WHERE name = $1`), name)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("%w: %q", ErrNoSchedule, name)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNoSchedule) {
+		err = s.wrap("delete schedule", err)
+	}
+	return err
+}
