@@ -196,3 +196,25 @@ CREATE TRIGGER schedules_retimed BEFORE UPDATE ON {schema}.schedules
     FOR EACH ROW
     WHEN ((OLD.spec, OLD.time_zone, OLD.starts_at, OLD.ends_at) IS DISTINCT FROM (NEW.spec, NEW.time_zone, NEW.starts_at, NEW.ends_at))
     EXECUTE FUNCTION {schema}._schedule_retimed();
+
+-- schedule_status: per schedule, where it stands and its last tick: what
+-- was decided, when, how late (lag), and its ticks by decision over the
+-- last day. It reads each schedule's ticks of a day by the ticks' primary
+-- key: for dashboards, not for every request.
+CREATE VIEW {schema}.schedule_status AS
+SELECT s.name, s.spec, s.time_zone, s.workflow, s.queue,
+       CASE WHEN s.next_at < 'infinity' THEN s.next_at END AS next_at, s.next_at = 'infinity' AS ended,
+       s.paused_at, s.pause_note, s.error, s.buffered, s.last_run_id,
+       (SELECT r.status FROM {schema}.runs r WHERE r.id = s.last_run_id) AS last_run_status,
+       l.nominal_at AS last_tick_at, l.decision AS last_decision, l.decided_at - l.nominal_at AS last_lag,
+       coalesce(d.started, 0) AS started_1d, coalesce(d.skipped, 0) AS skipped_1d, coalesce(d.missed, 0) AS missed_1d,
+       d.max_lag AS max_lag_1d
+FROM {schema}.schedules s
+LEFT JOIN LATERAL (SELECT t.nominal_at, t.decision, t.decided_at FROM {schema}.schedule_ticks t
+                   WHERE t.schedule = s.name ORDER BY t.nominal_at DESC LIMIT 1) AS l ON true
+LEFT JOIN LATERAL (SELECT count(*) FILTER (WHERE t.decision IN ('started', 'triggered', 'backfilled')) AS started,
+                          count(*) FILTER (WHERE t.decision = 'skipped') AS skipped,
+                          count(*) FILTER (WHERE t.decision = 'missed') AS missed,
+                          max(t.decided_at - t.nominal_at) AS max_lag
+                   FROM {schema}.schedule_ticks t
+                   WHERE t.schedule = s.name AND t.nominal_at > now() - interval '1 day') AS d ON true;
