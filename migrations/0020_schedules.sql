@@ -199,7 +199,8 @@ CREATE TRIGGER schedules_retimed BEFORE UPDATE ON {schema}.schedules
 
 -- schedule_status: per schedule, where it stands and its last tick: what
 -- was decided, when, how late (lag), and its ticks by decision over the
--- last day. It reads each schedule's ticks of a day by the ticks' primary
+-- last day, with the largest lag of the workers' decisions (not of a
+-- trigger's or a backfill's, decided by hand). It reads each schedule's ticks of a day by the ticks' primary
 -- key: for dashboards, not for every request.
 CREATE VIEW {schema}.schedule_status AS
 SELECT s.name, s.spec, s.time_zone, s.workflow, s.queue,
@@ -215,6 +216,7 @@ LEFT JOIN LATERAL (SELECT t.nominal_at, t.decision, t.decided_at FROM {schema}.s
 LEFT JOIN LATERAL (SELECT count(*) FILTER (WHERE t.decision IN ('started', 'triggered', 'backfilled')) AS started,
                           count(*) FILTER (WHERE t.decision = 'skipped') AS skipped,
                           count(*) FILTER (WHERE t.decision = 'missed') AS missed,
-                          max(t.decided_at - t.nominal_at) AS max_lag
+                          max(t.decided_at - t.nominal_at)
+                              FILTER (WHERE t.decision IN ('started', 'skipped', 'missed', 'buffered')) AS max_lag
                    FROM {schema}.schedule_ticks t
                    WHERE t.schedule = s.name AND t.nominal_at > now() - interval '1 day') AS d ON true;

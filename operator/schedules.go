@@ -89,7 +89,8 @@ var ErrBackfillRange = store.ErrBackfillRange
 
 // BackfillSchedule starts a run for each tick of schedule name between
 // from and to (zero: now) that has none: the ticks decided missed or
-// skipped, and those from before the schedule existed. Each is decided
+// skipped, and those from before the schedule existed; within the
+// schedule's bounds and before its next tick (the workers' to decide). Each is decided
 // backfilled, its run of the tick's key, outside the overlap policy, in
 // one transaction audited with note. With dryRun it changes nothing and
 // returns the ticks it would start. It returns the ticks' nominal times.
@@ -104,12 +105,14 @@ func (op *Operator) BackfillSchedule(ctx context.Context, name string, from, to 
 // person does (d as sdk.NewSchedule would declare it; zero fields take the
 // defaults): audited with note, and from then on the declarations of code
 // no longer change it. It returns the declaration's error for a spec, zone
-// or policy it cannot honour.
-func (op *Operator) SetSchedule(ctx context.Context, d schedule.Declaration, note string) error {
+// or policy it cannot honour. It reports whether anything changed: the
+// settings the schedule has already change nothing and take it from no
+// declaration.
+func (op *Operator) SetSchedule(ctx context.Context, d schedule.Declaration, note string) (changed bool, err error) {
 	ctx, cancel := op.bounded(ctx)
 	defer cancel()
 	if err := op.ready(ctx); err != nil {
-		return err
+		return false, err
 	}
 	return op.store.SetSchedule(ctx, d, note)
 }
@@ -126,3 +129,7 @@ func (op *Operator) DeleteSchedule(ctx context.Context, name, note string) error
 	}
 	return op.store.DeleteSchedule(ctx, name, note)
 }
+
+// ErrNotComputed is returned by BackfillSchedule for a schedule whose next
+// tick no worker has computed yet.
+var ErrNotComputed = store.ErrNotComputed

@@ -69,7 +69,8 @@ type ScheduleTick struct {
 	// NominalAt), DecidedBy which worker (or role, for a trigger).
 	DecidedAt time.Time `json:"decided_at"`
 	DecidedBy string    `json:"decided_by"`
-	// Decision is started, skipped, missed, buffered or triggered.
+	// Decision is started, skipped, missed, buffered, triggered or
+	// backfilled.
 	Decision string `json:"decision"`
 	// RunID is the run it started (nil: none, or a buffered tick not
 	// started yet), at StartedAt.

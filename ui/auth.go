@@ -31,7 +31,7 @@ type writeFunc func(w http.ResponseWriter, r *http.Request, who string)
 func (h *handler) write(next writeFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.cfg.Writes {
-			h.fail(w, r, http.StatusForbidden, "Read-only", errors.New("this UI is read-only: start it with writes enabled (tenure ui --write) to requeue, purge, cancel or change a downstream's limits or breaker"))
+			h.fail(w, r, http.StatusForbidden, "Read-only", errors.New("this UI is read-only: start it with writes enabled (tenure ui --write) to requeue, purge, cancel, change a downstream's limits or breaker, or pause, resume or trigger a schedule"))
 			return
 		}
 		_, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

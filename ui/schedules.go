@@ -51,6 +51,8 @@ type schedulePage struct {
 	Ticks []tickView
 	// Done says what the last write did; Error why one was refused.
 	Done, Error string
+	// Max is how many ticks the page lists at most.
+	Max int
 }
 
 // maxTicks is how many ticks a schedule's page lists: the latest.
@@ -98,7 +100,7 @@ func (h *handler) showSchedule(w http.ResponseWriter, r *http.Request, status in
 		h.fail(w, r, http.StatusInternalServerError, "Schedule", err)
 		return
 	}
-	p := schedulePage{S: scheduleView{Schedule: s, Path: url.PathEscape(s.Name)}, Done: done, Error: refused}
+	p := schedulePage{S: scheduleView{Schedule: s, Path: url.PathEscape(s.Name)}, Done: done, Error: refused, Max: maxTicks}
 	for _, t := range ticks {
 		p.Ticks = append(p.Ticks, tickView{t})
 	}

@@ -13,11 +13,11 @@ import (
 	"github.com/tenurehq/tenure/schedule"
 )
 
-// tenure schedules: list, show, pause, resume and trigger schedules
-// (docs/schedules.md), each change audited.
+// tenure schedules: list, show, pause, resume, trigger, backfill, set and
+// delete schedules (docs/schedules.md), each change audited.
 
 func (a *app) schedulesCommand() *cobra.Command {
-	return group("schedules", "List and show schedules and their ticks; pause, resume and trigger them (audited)",
+	return group("schedules", "List and show schedules and their ticks; pause, resume, trigger, backfill, set and delete them (audited)",
 		a.schedulesListCommand(), a.schedulesShowCommand(),
 		a.schedulesChangeCommand("pause"), a.schedulesChangeCommand("resume"), a.schedulesChangeCommand("trigger"),
 		a.schedulesBackfillCommand(), a.schedulesSetCommand(), a.schedulesDeleteCommand())
@@ -78,7 +78,12 @@ zone an IANA name.`,
 				}
 				d.Input = []byte(input)
 			}
-			if err := op.SetSchedule(a.ctx, d, note); err != nil {
+			changed, err := op.SetSchedule(a.ctx, d, note)
+			if err != nil {
+				return err
+			}
+			if !changed {
+				_, err := fmt.Fprintf(a.stdout, "%s has these settings already: nothing changed\n", name)
 				return err
 			}
 			if a.json {
@@ -173,6 +178,9 @@ age (2h: two hours ago). At most 10,000 ticks a backfill.`,
 				return err
 			}
 			ticks, err := op.BackfillSchedule(a.ctx, args[0], start, end, dryRun, note)
+			if errors.Is(err, operator.ErrBackfillRange) {
+				return usagef("%v", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -279,7 +287,7 @@ func (a *app) schedulesShowCommand() *cobra.Command {
 		Long: `Show one schedule: its spec and zone, what each tick starts, its overlap
 and catch-up policies, its next tick and its state; then its last --limit
 ticks decided, newest first: the tick's nominal time, the decision
-(started, skipped for overlap, missed, buffered, triggered), how late it was
+(started, skipped for overlap, missed, buffered, triggered, backfilled), how late it was
 decided (its lag), by which worker, and its run.`,
 		Example: `  tenure schedules show nightly-report
   tenure schedules show nightly-report --limit 100 --json`,

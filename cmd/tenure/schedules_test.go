@@ -20,7 +20,12 @@ func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
 		VALUES ('nightly', '@daily', 'Europe/Berlin', 'report', '{"all": true}')`, s)); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, tenure(t, s, "schedules", "list"), 0, "nightly", "@daily", "Europe/Berlin", "report", "to compute", "active")
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "72h"), 1, "not computed yet")
+	// As a worker computes it: its next tick, tomorrow.
+	if _, err := pool.Exec(t.Context(), replaceSchemaName(`UPDATE {schema}.schedules SET next_at = date_trunc('day', now()) + interval '1 day'`, s)); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, tenure(t, s, "schedules", "list"), 0, "nightly", "@daily", "Europe/Berlin", "report", "active")
 	expect(t, tenure(t, s, "schedules", "pause", "nightly", "--note", "INC-12"), 0, "paused nightly")
 	expect(t, tenure(t, s, "schedules", "list"), 0, "paused", "INC-12")
 	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "@daily in Europe/Berlin", "skip: skipped while the last run is open",
@@ -33,8 +38,8 @@ func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
 	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "triggered")
 	expect(t, tenure(t, s, "schedules", "resume", "nightly"), 0, "resumed nightly")
 	expect(t, tenure(t, s, "--json", "schedules", "list"), 0, `"name": "nightly"`, `"paused_at": null`)
-	if n := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'schedule'`); n != 4 {
-		t.Fatalf("%d audit rows for a creation, a pause, a trigger and a resumption", n)
+	if n := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'schedule'`); n != 5 {
+		t.Fatalf("%d audit rows for a creation, its next tick by hand, a pause, a trigger and a resumption", n)
 	}
 	// The last three days' midnights, from before the schedule existed.
 	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "72h", "--dry-run"), 0, "would start 3 ticks of nightly")
@@ -42,7 +47,7 @@ func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
 	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "72h"), 0, "started 0 ticks of nightly")
 	expect(t, tenure(t, s, "schedules", "show", "nightly"), 0, "backfilled")
 	expect(t, tenure(t, s, "schedules", "backfill", "nightly"), 2, "--from")
-	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "1h", "--to", "2h"), 1, "ends")
+	expect(t, tenure(t, s, "schedules", "backfill", "nightly", "--from", "1h", "--to", "2h"), 2, "ends")
 	// Made and changed by a person, then deleted.
 	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "@hourly"), 2, "--spec and --workflow")
 	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "61 * * * *", "--workflow", "report"), 1, "out of range")
@@ -51,6 +56,7 @@ func TestCLI_SchedulesListShowPauseResumeTrigger(t *testing.T) {
 	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "15 * * * *", "--zone", "America/New_York"), 0,
 		"set hourly: 15 * * * * in America/New_York starts report")
 	expect(t, tenure(t, s, "schedules", "show", "hourly"), 0, "15 * * * * in America/New_York", `input {"n": 1}`, "changed by a person")
+	expect(t, tenure(t, s, "schedules", "set", "hourly", "--spec", "15 * * * *"), 0, "has these settings already: nothing changed")
 	expect(t, tenure(t, s, "schedules", "delete", "hourly", "--note", "INC-15"), 0, "deleted hourly")
 	expect(t, tenure(t, s, "schedules", "delete", "hourly"), 3, "no such schedule")
 	if got := count(t, pool, s, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'schedule' AND filter->>'schedule' = 'hourly'`); got != 3 {

@@ -699,6 +699,13 @@ func (s *Store) TriggerSchedule(ctx context.Context, name, note string) (uuid.UU
 	return run, err
 }
 
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // ErrNoSchedule is returned for a schedule that does not exist.
 var ErrNoSchedule = errors.New("no such schedule")
 
@@ -823,13 +830,20 @@ func (s *Store) ScheduleTicks(ctx context.Context, name string, limit int) ([]Sc
 // maxBackfill bounds the ticks one backfill starts.
 const maxBackfill = 10_000
 
+// ErrNotComputed is returned by BackfillSchedule for a schedule whose next
+// tick no worker has computed yet: where the workers' ticks begin is not
+// known.
+var ErrNotComputed = errors.New("the schedule's next tick is not computed yet")
+
 // ErrBackfillRange is returned by BackfillSchedule for a range that ends in
 // the future, ends before it starts, or holds more than maxBackfill ticks.
 var ErrBackfillRange = errors.New("invalid backfill range")
 
 // BackfillSchedule starts a run for each tick of schedule name in [from,
 // to] that has none: a tick without a row (from before the schedule was
-// created, say), or one decided missed or skipped.
+// created, say), or one decided missed or skipped; within the schedule's
+// bounds, and before its next tick (the ticks from there on are the
+// workers' to decide).
 // Each is decided backfilled (a missed or skipped tick's row keeps its
 // decided_at), its run of the tick's key, outside the overlap policy, all in
 // one transaction with the schedule's row locked, audited with note (the
@@ -843,9 +857,11 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 		var input []byte
 		var priority int
 		var now time.Time
+		var nextAt, startsAt, endsAt pgtype.Timestamptz
 		err := tx.QueryRow(ctx, s.sql(`
-			SELECT spec, time_zone, workflow, queue, input, priority, now() FROM {schema}.schedules WHERE name = $1 FOR UPDATE`), name).
-			Scan(&spec, &zone, &workflow, &queue, &input, &priority, &now)
+			SELECT spec, time_zone, workflow, queue, input, priority, now(), next_at, starts_at, ends_at
+			FROM {schema}.schedules WHERE name = $1 FOR UPDATE`), name).
+			Scan(&spec, &zone, &workflow, &queue, &input, &priority, &now, &nextAt, &startsAt, &endsAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
 		}
@@ -865,8 +881,25 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 		if err != nil {
 			return fmt.Errorf("schedule %q: %w", name, err)
 		}
+		// The ticks from the schedule's next one on are its workers' to
+		// decide (a backfill of them would be decided again, under the
+		// overlap policy); those outside its bounds are none of its.
+		last := to
+		switch {
+		case !nextAt.Valid:
+			return fmt.Errorf("schedule %q: %w (it was just created or changed, or no worker runs): try again once a worker has", name, ErrNotComputed)
+		case nextAt.InfinityModifier == pgtype.Finite:
+			last = minTime(last, nextAt.Time.Add(-time.Nanosecond))
+		}
+		if endsAt.Valid {
+			last = minTime(last, endsAt.Time)
+		}
+		first := from
+		if startsAt.Valid && startsAt.Time.After(first) {
+			first = startsAt.Time
+		}
 		var all []time.Time
-		for t := sp.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = sp.Next(t) {
+		for t := sp.Next(first.Add(-time.Nanosecond)); !t.IsZero() && !t.After(last); t = sp.Next(t) {
 			if len(all) == maxBackfill {
 				return fmt.Errorf("%w: more than %d ticks between %s and %s: backfill a shorter range", ErrBackfillRange, maxBackfill,
 					from.Format(time.RFC3339), to.Format(time.RFC3339))
@@ -907,9 +940,19 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 		if err != nil {
 			return err
 		}
-		ids := make([]pgtype.UUID, len(ins))
+		// A run of a tick's key that existed already (the schedule
+		// deleted and made again, a run started by hand with the key) is
+		// not started again: its tick is left as it is.
+		started := ticks[:0:0]
+		var ids []pgtype.UUID
 		for i, r := range ins {
-			ids[i] = pgtype.UUID{Bytes: r.ID, Valid: true}
+			if r.Created {
+				started, ids = append(started, ticks[i]), append(ids, pgtype.UUID{Bytes: r.ID, Valid: true})
+			}
+		}
+		ticks = started
+		if len(ticks) == 0 {
+			return nil
 		}
 		if _, err := tx.Exec(ctx, s.sql(`
 			INSERT INTO {schema}.schedule_ticks AS t (schedule, nominal_at, decision, run_id, started_at, decided_by)
@@ -925,7 +968,7 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 			name, len(ticks), from, to, note)
 		return err
 	})
-	if err != nil && !errors.Is(err, ErrNoSchedule) && !errors.Is(err, ErrBackfillRange) {
+	if err != nil && !errors.Is(err, ErrNoSchedule) && !errors.Is(err, ErrBackfillRange) && !errors.Is(err, ErrNotComputed) {
 		err = s.wrap("backfill schedule", err)
 	}
 	return ticks, err
@@ -934,17 +977,18 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 // SetSchedule creates schedule d, or changes the one of its name to d, as
 // a person does: audited with note (created or changed), and from then on
 // the declarations of code no longer change it (overridden_at). A change of
-// its timing decides the ticks due since under the new one.
-func (s *Store) SetSchedule(ctx context.Context, d ScheduleDecl, note string) error {
-	d, err := CheckScheduleDecl(d)
+// its timing decides the ticks due since under the new one. It reports
+// whether anything changed: the settings it has already change nothing.
+func (s *Store) SetSchedule(ctx context.Context, d ScheduleDecl, note string) (changed bool, err error) {
+	d, err = CheckScheduleDecl(d)
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('tenure.note', $1, true)`, note); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, s.sql(`
+		tag, err := tx.Exec(ctx, s.sql(`
 			INSERT INTO {schema}.schedules AS s (name, spec, time_zone, workflow, queue, input, priority, jitter_ms, starts_at, ends_at,
 			                                     overlap, buffer_max, catchup, catchup_window_ms, catchup_max, overridden_at)
 			VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, now())
@@ -953,12 +997,15 @@ func (s *Store) SetSchedule(ctx context.Context, d ScheduleDecl, note string) er
 				input = EXCLUDED.input, priority = EXCLUDED.priority, jitter_ms = EXCLUDED.jitter_ms, starts_at = EXCLUDED.starts_at,
 				ends_at = EXCLUDED.ends_at, overlap = EXCLUDED.overlap, buffer_max = EXCLUDED.buffer_max, catchup = EXCLUDED.catchup,
 				catchup_window_ms = EXCLUDED.catchup_window_ms, catchup_max = EXCLUDED.catchup_max,
-				overridden_at = now(), updated_at = now()`),
+				overridden_at = now(), updated_at = now()
+			-- The same settings change nothing, and take nothing from the declarations.
+			WHERE {schema}._schedule_settings(s) - 'paused' IS DISTINCT FROM {schema}._schedule_settings(EXCLUDED) - 'paused'`),
 			d.Name, d.Spec, d.Zone, d.Workflow, d.Queue, string(d.Input), d.Priority, d.Jitter.Milliseconds(), d.StartsAt, d.EndsAt,
 			d.Overlap, d.BufferMax, d.Catchup, d.CatchupWindow.Milliseconds(), d.CatchupMax)
+		changed = tag.RowsAffected() > 0
 		return err
 	})
-	return s.wrap("set schedule", err)
+	return changed, s.wrap("set schedule", err)
 }
 
 // DeleteSchedule deletes schedule name and its ticks (not their runs),

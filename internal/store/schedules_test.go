@@ -307,3 +307,60 @@ func TestBackfillSchedule_StartsTheTicksOfARangeThatHaveNoRun(t *testing.T) {
 		t.Errorf("backfill of no schedule: %v", err)
 	}
 }
+
+// A backfill takes none of the ticks the workers are to decide (from the
+// schedule's next one on), none outside its bounds, and starts no run
+// whose key exists already; a person's set changes what differs, audited,
+// and the same settings change nothing; a deletion takes the ticks, not
+// their runs.
+func TestBackfillAndSet_LeaveTheWorkersTheirTicks(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	if err := st.DeclareSchedules(ctx, []store.ScheduleDecl{{Name: "m", Spec: "@every 1m", Workflow: "wf",
+		Overlap: store.OverlapCancelOther, Catchup: store.CatchupAll}}, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.BackfillSchedule(ctx, "m", time.Now().Add(-time.Hour), time.Time{}, true, ""); !errors.Is(err, store.ErrNotComputed) {
+		t.Fatalf("a backfill before the next tick is computed: %v, want ErrNotComputed", err)
+	}
+	pass(t, st)
+	behind(t, st, "m", 3) // 3 minutes behind: those ticks are the next pass's
+	now := scalar[time.Time](t, st, `SELECT date_trunc('minute', now())`)
+	got, err := st.BackfillSchedule(ctx, "m", now.Add(-10*time.Minute), time.Time{}, false, "")
+	if err != nil || len(got) != 7 || !got[6].Equal(now.Add(-4*time.Minute)) {
+		t.Fatalf("backfill: %v, %v; want the 7 ticks before the next one (%s)", got, err, now.Add(-3*time.Minute))
+	}
+	pass(t, st) // decides its 4 due ticks; cancel_other cancels within them alone
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.runs r JOIN {schema}.schedule_ticks t ON t.run_id = r.id
+		WHERE t.decision = 'backfilled' AND r.status = 'cancelled'`); n != 0 {
+		t.Fatalf("%d backfilled runs cancelled by the pass after", n)
+	}
+	// Deleted and made again: its old ticks' runs keep their keys, and a
+	// backfill starts none of them again.
+	if err := st.DeleteSchedule(ctx, "m", "again"); err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.schedule_ticks`); n != 0 {
+		t.Fatalf("%d ticks left after the deletion", n)
+	}
+	if changed, err := st.SetSchedule(ctx, store.ScheduleDecl{Name: "m", Spec: "@every 1m", Workflow: "wf"}, "INC-16"); err != nil || !changed {
+		t.Fatalf("set: %v, %v", changed, err)
+	}
+	pass(t, st)
+	behind(t, st, "m", 0)
+	exec(t, st.Pool(), st.Schema(), `UPDATE {schema}.runs SET run_key = substring(run_key FROM '^(schedule:m@[^ ]+)')`) // the old keys back
+	if got, err := st.BackfillSchedule(ctx, "m", now.Add(-10*time.Minute), time.Time{}, false, ""); err != nil || len(got) != 0 {
+		t.Fatalf("backfill over runs of the same keys: %v, %v; want nothing started", got, err)
+	}
+	if changed, err := st.SetSchedule(ctx, store.ScheduleDecl{Name: "m", Spec: "@every 1m", Workflow: "wf"}, "again"); err != nil || changed {
+		t.Fatalf("the same settings again: %v, %v; want nothing changed", changed, err)
+	}
+	if got := scalar[string](t, st, `SELECT string_agg(filter->>'change' || ' ' || coalesce(note, '-'), ', ' ORDER BY id) FROM {schema}.audit_log
+		WHERE action = 'schedule' AND filter->>'change' IN ('deleted', 'created')`); got != "created -, deleted again, created INC-16" {
+		t.Fatalf("audit: %s", got)
+	}
+	if err := st.DeleteSchedule(ctx, "none", ""); !errors.Is(err, store.ErrNoSchedule) {
+		t.Fatalf("delete of no schedule: %v", err)
+	}
+}
