@@ -72,8 +72,10 @@ func TestPinning_AV2WorkerClaimsNoneOf200V1RunsUntilTheyAreMoved(t *testing.T) {
 			}
 			runs = append(runs, r)
 		}
+		// Parked: the sleep recorded and the run released (a wake before the
+		// release would find it running, and leave it asleep for an hour).
 		eventually(t, "the runs to park in their sleep", func() bool {
-			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY ($1) AND kind = 'sleep'`, ids(runs)) == n
+			return q[int](e, `SELECT count(*) FROM {schema}.runs WHERE id = ANY ($1) AND status = 'queued' AND waiting_for = 'sleep'`, ids(runs)) == n
 		})
 		return runs
 	}

@@ -9,10 +9,21 @@ import (
 	"github.com/tenurehq/tenure/sdk"
 )
 
-// scheduleEvery is the longest a worker's ticker waits between passes: a
-// schedule created or changed by hand, or a buffered tick whose run
-// ended, is seen within it.
+// scheduleEvery is the longest a worker's ticker waits between checks while
+// the schema has schedules: a schedule created or changed by hand, or a
+// buffered tick whose run ended, is seen within it. Each check is one
+// statement; a pass's transaction is opened only when something is due.
 const scheduleEvery = time.Second
+
+// scheduleIdle is how long the ticker waits between checks while the
+// schema has no schedule at all (or the worker's PollInterval, if longer):
+// the first schedule made elsewhere (in SQL, by another worker) has its
+// first tick computed within it, from then on.
+const scheduleIdle = 10 * time.Second
+
+// scheduleRetryEvery is how often a worker retries the schedules whose
+// ticks a worker could not compute (their error set).
+const scheduleRetryEvery = time.Minute
 
 // schedulesPerPass bounds the schedules one pass locks.
 const schedulesPerPass = 500
@@ -65,15 +76,17 @@ func (w *Worker) declareSchedules(ctx context.Context) error {
 	return nil
 }
 
-// tickSchedules decides the schedules' due ticks until ctx ends: a pass at
+// tickSchedules decides the schedules' due ticks until ctx ends: a check at
 // the earliest next tick by the database's clock, at least every
-// scheduleEvery, at once again after a pass that was full. A pass that
+// scheduleEvery (scheduleIdle without any schedule), at once again after a
+// pass that was full. A pass that
 // fails is retried after scheduleEvery, its error logged as the worker's
 // other paths' are.
 func (w *Worker) tickSchedules(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	warned := map[string]time.Time{} // schedules whose ticks this worker cannot compute, when last warned of
+	var retried time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,7 +95,11 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 		}
 		wait := scheduleEvery
 		pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
-		pass, err := w.store.DecideTicks(pctx, w.cfg.Label, schedulesPerPass)
+		retry := time.Since(retried) >= scheduleRetryEvery
+		if retry {
+			retried = time.Now()
+		}
+		pass, err := w.store.DecideTicks(pctx, w.cfg.Label, schedulesPerPass, retry)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -108,6 +125,8 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 			switch {
 			case pass.Full:
 				wait = 0
+			case pass.Empty:
+				wait = max(scheduleIdle, w.cfg.PollInterval)
 			case pass.Next > 0:
 				wait = min(pass.Next, scheduleEvery)
 			}

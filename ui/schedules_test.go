@@ -20,7 +20,7 @@ func TestSchedules_PagesAndGuardedWrites(t *testing.T) {
 	if err := ro.st.DeclareSchedules(t.Context(), []store.ScheduleDecl{{Name: "nightly/eu", Spec: "0 3 * * *", Zone: "Europe/Berlin", Workflow: "report"}}, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.st.DecideTicks(t.Context(), "worker-1", 10); err != nil {
+	if _, err := ro.st.DecideTicks(t.Context(), "worker-1", 10, true); err != nil {
 		t.Fatal(err)
 	}
 	want(t, ro.get("schedules"), http.StatusOK, `data-testid="schedule-row"`, `href="schedules/nightly%2Feu"`, `0 3 * * *`,
@@ -34,7 +34,7 @@ func TestSchedules_PagesAndGuardedWrites(t *testing.T) {
 	if _, err := ro.pool.Exec(t.Context(), strings.ReplaceAll(`UPDATE {schema}.schedules SET next_at = now() - interval '1 minute'`, "{schema}", ro.st.Schema())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.st.DecideTicks(t.Context(), "worker-1", 10); err != nil {
+	if _, err := ro.st.DecideTicks(t.Context(), "worker-1", 10, true); err != nil {
 		t.Fatal(err)
 	}
 	want(t, ro.get("schedules"), http.StatusOK, `<span class="status s-queued">queued</span>`)

@@ -198,7 +198,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if err := worker.DeclareSchedules(t.Context(), []store.ScheduleDecl{{Name: "nightly", Spec: "@daily", Workflow: "wf"}}, "w"); err != nil {
 		t.Errorf("declare a schedule as the worker role: %v", err)
 	}
-	if _, err := worker.DecideTicks(t.Context(), "w", 10); err != nil {
+	if _, err := worker.DecideTicks(t.Context(), "w", 10, true); err != nil {
 		t.Errorf("decide ticks as the worker role: %v", err)
 	}
 	if err := operator.PauseSchedule(t.Context(), "nightly", true, "op"); err != nil {

@@ -200,7 +200,22 @@ type SchedulePass struct {
 	// Ticks are the ticks the pass decided (a buffered tick that got its
 	// run is one of them again, decided "started").
 	Ticks []DecidedTick
+	// Empty is true when the schema holds no schedule at all.
+	Empty bool
 }
+
+// sqlScheduleCheck is a pass's first statement: whether a schedule is due
+// (or to compute, or has buffered ticks whose open run ended), whether any
+// exists, and how long until the next tick, each through an index.
+const sqlScheduleCheck = `
+	SELECT EXISTS (SELECT 1 FROM {schema}.schedules s WHERE s.paused_at IS NULL AND s.next_at IS NULL)
+	       OR EXISTS (SELECT 1 FROM {schema}.schedules s WHERE s.paused_at IS NULL AND s.next_at <= now() AND (s.error IS NULL OR $1))
+	       OR EXISTS (SELECT 1 FROM {schema}.schedules s
+	                  WHERE s.buffered > 0 AND s.paused_at IS NULL AND s.next_at > now()
+	                    AND NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = s.last_run_id AND r.status IN ('queued', 'running'))),
+	       EXISTS (SELECT 1 FROM {schema}.schedules),
+	       extract(epoch FROM (SELECT min(s.next_at) FROM {schema}.schedules s
+	                           WHERE s.paused_at IS NULL AND s.next_at > now() AND s.next_at < 'infinity' AND s.error IS NULL) - now()) * 1000`
 
 // DecidedTick is a tick a pass decided: of which schedule, what, and how
 // late (the database's time of the pass less the tick's nominal time).
@@ -241,17 +256,37 @@ type dueSchedule struct {
 // last pass, as its catch-up and overlap policies say: a row per tick, a run
 // per tick started (with the tick's run key), the next tick. by names the
 // deciding worker.
-func (s *Store) DecideTicks(ctx context.Context, by string, limit int) (SchedulePass, error) {
+//
+// A schedule whose ticks a worker could not compute (its error set) counts
+// as due only with retry: a worker retries them now and then, not at each
+// check.
+func (s *Store) DecideTicks(ctx context.Context, by string, limit int, retry bool) (SchedulePass, error) {
 	var pass SchedulePass
+	// One statement first, outside a transaction: whether anything is
+	// due, and the next tick. The transaction that locks and writes is
+	// opened only for a pass with work, so that a worker whose schedules
+	// are not due (or that has none) costs one statement a check.
+	var due, exists bool
+	var nextMS pgtype.Float8
+	if err := s.query(ctx, s.pool, planHot, scanOne(&due, &exists, &nextMS), s.sql(sqlScheduleCheck), retry); err != nil {
+		return pass, s.wrap("look for due schedules", err)
+	}
+	pass.Empty = !exists
+	if nextMS.Valid {
+		pass.Next = max(time.Duration(nextMS.Float64*float64(time.Millisecond)), minScheduleWait)
+	}
+	if !due {
+		return pass, nil
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		due, now, err := s.lockDue(ctx, tx, limit)
+		locked, now, err := s.lockDue(ctx, tx, limit)
 		if err != nil {
 			return err
 		}
-		pass.Full = len(due) == limit
-		if len(due) > 0 {
+		pass.Full = len(locked) == limit
+		if len(locked) > 0 {
 			d := &decisions{by: by, now: now}
-			for _, sc := range due {
+			for _, sc := range locked {
 				if err := d.decide(sc); err != nil {
 					if pass.Errors == nil {
 						pass.Errors = map[string]string{}
@@ -272,17 +307,10 @@ func (s *Store) DecideTicks(ctx context.Context, by string, limit int) (Schedule
 				pass.Ticks = append(pass.Ticks, DecidedTick{Schedule: t.schedule, Decision: decision, Lag: now.Sub(t.nominal)})
 			}
 		}
-		// The next tick, after this pass's: by the database's clock.
-		var ms pgtype.Float8
-		if err := tx.QueryRow(ctx, s.sql(`
-			SELECT extract(epoch FROM min(next_at) - now()) * 1000 FROM {schema}.schedules
-			WHERE paused_at IS NULL AND next_at IS NOT NULL AND next_at < 'infinity' AND error IS NULL`)).Scan(&ms); err != nil {
-			return err
-		}
-		if ms.Valid {
-			// A tick due already is held by another worker's pass (or a
-			// person's transaction): look again shortly, not at once.
-			pass.Next = max(time.Duration(ms.Float64*float64(time.Millisecond)), minScheduleWait)
+		// The pass moved its schedules' next ticks: the next check is
+		// soon (and says when).
+		if pass.Decided > 0 || len(locked) > 0 {
+			pass.Next = minScheduleWait
 		}
 		return nil
 	})
@@ -435,16 +463,9 @@ func (d *decisions) decide(sc dueSchedule) error {
 		buffered, released = buffered[1:], true
 	}
 	up.buffered = len(buffered)
-	if !sc.nextAt.Valid { // created or retimed: its first tick from now, or from where the old timing stood
-		from := now
-		if sc.retimedFrom.Valid && sc.retimedFrom.Time.Before(now) {
-			from = sc.retimedFrom.Time.Add(-time.Nanosecond)
-		}
-		if sc.startsAt.Valid && sc.startsAt.Time.After(from) {
-			from = sc.startsAt.Time.Add(-time.Nanosecond)
-		}
-		up.next, up.ended = next(from)
-		up.ended = !up.ended
+	if !sc.nextAt.Valid { // created or retimed
+		n, ok := next(firstFrom(sc, now))
+		up.next, up.ended = n, !ok
 		d.updates = append(d.updates, up)
 		return nil
 	}
@@ -455,55 +476,10 @@ func (d *decisions) decide(sc dueSchedule) error {
 		}
 		return nil
 	}
-	// The due ticks: the first maxTicksPerPass decided now, all of them
-	// counted (up to maxDueCounted more), so that the catch-up policy
-	// picks among all of them, whichever chunk they fall in.
-	var due []time.Time
-	total := 0
-	t, more := sc.nextAt.Time, true
-	resume := time.Time{} // the first tick not decided by this pass, when the due ones do not fit
-	for more && !t.After(now) && total < maxTicksPerPass+maxDueCounted {
-		if total < maxTicksPerPass {
-			due = append(due, t)
-		} else if total == maxTicksPerPass {
-			resume = t
-		}
-		total++
-		t, more = next(t)
-	}
-	cutoff := more && !t.After(now) // more are due than were counted: none of this chunk is among the latest
-	if !resume.IsZero() {
-		t, more = resume, true
-	}
-	last := total - 1 // the latest due tick's rank
+	due, total, t, more, cutoff := dueTicks(sc.nextAt.Time, now, next)
 	starts := map[int]bool{}
 	if !cutoff {
-		switch sc.catchup {
-		case CatchupLatest:
-			starts[last] = true
-		case CatchupNone:
-			// Only a tick decided within its grace is on time: the
-			// shorter of a minute and its interval to the next.
-			for i, n := range due {
-				grace := time.Minute
-				if i+1 < len(due) {
-					grace = min(grace, due[i+1].Sub(n))
-				} else if i == last {
-					if nx, ok := next(n); ok {
-						grace = min(grace, nx.Sub(n))
-					}
-				}
-				if now.Sub(n) <= grace {
-					starts[i] = true
-				}
-			}
-		case CatchupAll:
-			for i := range due {
-				if last-i < sc.catchupMax && now.Sub(due[i]) <= sc.catchupWindow {
-					starts[i] = true
-				}
-			}
-		}
+		starts = catchupStarts(sc, due, total-1, now, next)
 	}
 	for i, n := range due {
 		tk := tick{schedule: sc.name, nominal: n, decision: TickMissed}
@@ -530,6 +506,80 @@ func (d *decisions) decide(sc dueSchedule) error {
 	return nil
 }
 
+// firstFrom is where a schedule created or retimed looks for its first
+// tick (after it): now, or where its old timing stood when that is past
+// (the ticks due since are decided, under the new timing), not before its
+// start.
+func firstFrom(sc dueSchedule, now time.Time) time.Time {
+	from := now
+	if sc.retimedFrom.Valid && sc.retimedFrom.Time.Before(now) {
+		from = sc.retimedFrom.Time.Add(-time.Nanosecond)
+	}
+	if sc.startsAt.Valid && sc.startsAt.Time.After(from) {
+		from = sc.startsAt.Time.Add(-time.Nanosecond)
+	}
+	return from
+}
+
+// dueTicks lists the due ticks from first on, as of now: the first
+// maxTicksPerPass of them, decided by this pass, and counts all of them
+// (up to maxDueCounted more), so that the catch-up policy picks among all
+// of them, whichever chunk they fall in. It returns the next tick not
+// decided by this pass (and more false when none is left), and cutoff true
+// when more are due than were counted: none of this chunk is among the
+// latest.
+func dueTicks(first, now time.Time, next func(time.Time) (time.Time, bool)) (due []time.Time, total int, t time.Time, more, cutoff bool) {
+	t, more = first, true
+	resume := time.Time{} // the first tick not decided by this pass, when the due ones do not fit
+	for more && !t.After(now) && total < maxTicksPerPass+maxDueCounted {
+		if total < maxTicksPerPass {
+			due = append(due, t)
+		} else if total == maxTicksPerPass {
+			resume = t
+		}
+		total++
+		t, more = next(t)
+	}
+	cutoff = more && !t.After(now)
+	if !resume.IsZero() {
+		t, more = resume, true
+	}
+	return due, total, t, more, cutoff
+}
+
+// catchupStarts says which of the due ticks start, by sc's catch-up
+// policy; last is the latest due tick's rank among all of them.
+func catchupStarts(sc dueSchedule, due []time.Time, last int, now time.Time, next func(time.Time) (time.Time, bool)) map[int]bool {
+	starts := map[int]bool{}
+	switch sc.catchup {
+	case CatchupLatest:
+		starts[last] = true
+	case CatchupNone:
+		// Only a tick decided within its grace is on time: the shorter
+		// of a minute and its interval to the next.
+		for i, n := range due {
+			grace := time.Minute
+			if i+1 < len(due) {
+				grace = min(grace, due[i+1].Sub(n))
+			} else if i == last {
+				if nx, ok := next(n); ok {
+					grace = min(grace, nx.Sub(n))
+				}
+			}
+			if now.Sub(n) <= grace {
+				starts[i] = true
+			}
+		}
+	case CatchupAll:
+		for i := range due {
+			if last-i < sc.catchupMax && now.Sub(due[i]) <= sc.catchupWindow {
+				starts[i] = true
+			}
+		}
+	}
+	return starts
+}
+
 // write writes the pass's decisions in tx: the runs, the ticks, the
 // schedules' bookkeeping, the cancels of runs that overlap cancel_other
 // replaced.
@@ -539,31 +589,54 @@ func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
 		if err != nil {
 			return err
 		}
-		// A run of the tick's key existed already (made by hand with
-		// it): the tick names that run.
-		byKey := map[uuid.UUID]uuid.UUID{}
-		for i, r := range ins {
-			byKey[d.runs[i].ID] = r.ID
-		}
-		for _, t := range d.ticks {
-			if t.run != nil {
-				*t.run = byKey[*t.run]
-			}
-		}
-		for _, u := range d.updates {
-			if id, ok := byKey[ptrID(u.lastRun)]; ok {
-				*u.lastRun = id
-			}
-		}
-		for _, c := range d.cancels {
-			if id, ok := byKey[*c]; ok {
-				*c = id
-			}
-		}
+		d.remap(ins)
 	}
 	b := &pgx.Batch{}
 	// The audit trigger passes over a pass's bookkeeping.
 	b.Queue(`SELECT pg_catalog.set_config('tenure.ticking', 'on', true)`)
+	d.queueTicks(s, b)
+	d.queueUpdates(s, b)
+	if len(d.cancels) > 0 {
+		ids := make([]pgtype.UUID, len(d.cancels))
+		for i, c := range d.cancels {
+			ids[i] = pgUUID(c)
+		}
+		b.Queue(s.sql(`SELECT {schema}.cancel_run(x) FROM unnest($1::uuid[]) AS x`), ids)
+	}
+	if b.Len() == 1 {
+		return nil
+	}
+	return s.send(ctx, tx, planWrite, b).Close()
+}
+
+// remap makes the pass's runs those InsertRuns returned: a run of the
+// tick's key existed already (made by hand with it), and the tick, the
+// schedule's last run and a cancel name that run.
+func (d *decisions) remap(ins []Inserted) {
+	byKey := map[uuid.UUID]uuid.UUID{}
+	for i, r := range ins {
+		byKey[d.runs[i].ID] = r.ID
+	}
+	for _, t := range d.ticks {
+		if t.run != nil {
+			*t.run = byKey[*t.run]
+		}
+	}
+	for _, u := range d.updates {
+		if id, ok := byKey[ptrID(u.lastRun)]; ok {
+			*u.lastRun = id
+		}
+	}
+	for _, c := range d.cancels {
+		if id, ok := byKey[*c]; ok {
+			*c = id
+		}
+	}
+}
+
+// queueTicks queues the ticks' rows: those decided, and the buffered ones
+// that now get their runs.
+func (d *decisions) queueTicks(s *Store, b *pgx.Batch) {
 	var names, decisions []string
 	var nominals []time.Time
 	var runIDs, cancelled []pgtype.UUID
@@ -595,6 +668,11 @@ func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
 			FROM unnest($1::text[], $2::timestamptz[], $3::uuid[]) AS x(s, n, r)
 			WHERE t.schedule = x.s AND t.nominal_at = x.n AND t.run_id IS NULL`), relNames, relNominals, relRuns)
 	}
+}
+
+// queueUpdates queues the schedules' bookkeeping, and the errors of those
+// this worker could not compute.
+func (d *decisions) queueUpdates(s *Store, b *pgx.Batch) {
 	if len(d.updates) > 0 {
 		var upNames, errs []string
 		var nexts []pgtype.Timestamptz
@@ -624,17 +702,6 @@ func (d *decisions) write(ctx context.Context, s *Store, tx pgx.Tx) error {
 			FROM unnest($1::text[], $2::text[]) AS x(name, e)
 			WHERE s.name = x.name AND s.error IS DISTINCT FROM x.e`), fNames, fErrs)
 	}
-	if len(d.cancels) > 0 {
-		ids := make([]pgtype.UUID, len(d.cancels))
-		for i, c := range d.cancels {
-			ids[i] = pgUUID(c)
-		}
-		b.Queue(s.sql(`SELECT {schema}.cancel_run(x) FROM unnest($1::uuid[]) AS x`), ids)
-	}
-	if b.Len() == 1 {
-		return nil
-	}
-	return s.send(ctx, tx, planWrite, b).Close()
 }
 
 // ptrID is *id, or the nil UUID.
@@ -853,15 +920,11 @@ var ErrBackfillRange = errors.New("invalid backfill range")
 func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time.Time, dryRun bool, note string) ([]time.Time, error) {
 	var ticks []time.Time
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var spec, zone, workflow, queue string
-		var input []byte
-		var priority int
-		var now time.Time
-		var nextAt, startsAt, endsAt pgtype.Timestamptz
+		var bs backfillSchedule
 		err := tx.QueryRow(ctx, s.sql(`
 			SELECT spec, time_zone, workflow, queue, input, priority, now(), next_at, starts_at, ends_at
 			FROM {schema}.schedules WHERE name = $1 FOR UPDATE`), name).
-			Scan(&spec, &zone, &workflow, &queue, &input, &priority, &now, &nextAt, &startsAt, &endsAt)
+			Scan(&bs.spec, &bs.zone, &bs.workflow, &bs.queue, &bs.input, &bs.priority, &bs.now, &bs.nextAt, &bs.startsAt, &bs.endsAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
 		}
@@ -869,96 +932,17 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 			return err
 		}
 		if to.IsZero() {
-			to = now
+			to = bs.now
 		}
-		switch {
-		case to.After(now):
-			return fmt.Errorf("%w: it ends in the future (%s): its ticks are the workers' to decide", ErrBackfillRange, to.Format(time.RFC3339))
-		case to.Before(from):
-			return fmt.Errorf("%w: it ends (%s) before it starts (%s)", ErrBackfillRange, to.Format(time.RFC3339), from.Format(time.RFC3339))
-		}
-		sp, err := schedule.Parse(spec, zone)
-		if err != nil {
-			return fmt.Errorf("schedule %q: %w", name, err)
-		}
-		// The ticks from the schedule's next one on are its workers' to
-		// decide (a backfill of them would be decided again, under the
-		// overlap policy); those outside its bounds are none of its.
-		last := to
-		switch {
-		case !nextAt.Valid:
-			return fmt.Errorf("schedule %q: %w (it was just created or changed, or no worker runs): try again once a worker has", name, ErrNotComputed)
-		case nextAt.InfinityModifier == pgtype.Finite:
-			last = minTime(last, nextAt.Time.Add(-time.Nanosecond))
-		}
-		if endsAt.Valid {
-			last = minTime(last, endsAt.Time)
-		}
-		first := from
-		if startsAt.Valid && startsAt.Time.After(first) {
-			first = startsAt.Time
-		}
-		var all []time.Time
-		for t := sp.Next(first.Add(-time.Nanosecond)); !t.IsZero() && !t.After(last); t = sp.Next(t) {
-			if len(all) == maxBackfill {
-				return fmt.Errorf("%w: more than %d ticks between %s and %s: backfill a shorter range", ErrBackfillRange, maxBackfill,
-					from.Format(time.RFC3339), to.Format(time.RFC3339))
-			}
-			all = append(all, t)
-		}
-		// The ticks of the range that have a run, or wait for one.
-		taken := map[int64]bool{}
-		rows, err := tx.Query(ctx, s.sql(`
-			SELECT nominal_at FROM {schema}.schedule_ticks
-			WHERE schedule = $1 AND nominal_at >= $2 AND nominal_at <= $3 AND decision NOT IN ('missed', 'skipped')`), name, from, to)
+		all, err := bs.ticks(name, from, to)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var t time.Time
-			if err := rows.Scan(&t); err != nil {
-				return err
-			}
-			taken[t.UnixMicro()] = true
-		}
-		if err := rows.Err(); err != nil {
+		if ticks, err = s.untaken(ctx, tx, name, from, to, all); err != nil || dryRun || len(ticks) == 0 {
 			return err
 		}
-		var runs []NewRun
-		for _, t := range all {
-			if taken[t.Truncate(time.Microsecond).UnixMicro()] {
-				continue
-			}
-			ticks = append(ticks, t)
-			runs = append(runs, NewRun{ID: uuid.Must(uuid.NewV7()), Workflow: workflow, Queue: queue, Priority: priority,
-				Key: ScheduleTickRun(name, t), Input: input})
-		}
-		if dryRun || len(runs) == 0 {
-			return nil
-		}
-		ins, err := s.InsertRuns(ctx, tx, runs)
-		if err != nil {
-			return err
-		}
-		// A run of a tick's key that existed already (the schedule
-		// deleted and made again, a run started by hand with the key) is
-		// not started again: its tick is left as it is.
-		started := ticks[:0:0]
-		var ids []pgtype.UUID
-		for i, r := range ins {
-			if r.Created {
-				started, ids = append(started, ticks[i]), append(ids, pgtype.UUID{Bytes: r.ID, Valid: true})
-			}
-		}
-		ticks = started
-		if len(ticks) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, s.sql(`
-			INSERT INTO {schema}.schedule_ticks AS t (schedule, nominal_at, decision, run_id, started_at, decided_by)
-			SELECT $1, x.n, 'backfilled', x.r, now(), current_user FROM unnest($2::timestamptz[], $3::uuid[]) AS x(n, r)
-			ON CONFLICT (schedule, nominal_at) DO UPDATE SET decision = 'backfilled', run_id = EXCLUDED.run_id, started_at = now()
-			WHERE t.run_id IS NULL AND t.decision IN ('missed', 'skipped')`), name, ticks, ids); err != nil {
+		ticks, err = s.startBackfill(ctx, tx, name, bs, ticks)
+		if err != nil || len(ticks) == 0 {
 			return err
 		}
 		_, err = tx.Exec(ctx, s.sql(`
@@ -972,6 +956,115 @@ func (s *Store) BackfillSchedule(ctx context.Context, name string, from, to time
 		err = s.wrap("backfill schedule", err)
 	}
 	return ticks, err
+}
+
+// backfillSchedule is the schedules row a backfill holds.
+type backfillSchedule struct {
+	spec, zone, workflow, queue string
+	input                       []byte
+	priority                    int
+	now                         time.Time
+	nextAt, startsAt, endsAt    pgtype.Timestamptz
+}
+
+// ticks lists the schedule's ticks a backfill of [from, to] may start:
+// within its bounds, and before its next tick (the ticks from there on are
+// its workers' to decide: a backfill of them would be decided again, under
+// the overlap policy).
+func (bs backfillSchedule) ticks(name string, from, to time.Time) ([]time.Time, error) {
+	switch {
+	case to.After(bs.now):
+		return nil, fmt.Errorf("%w: it ends in the future (%s): its ticks are the workers' to decide", ErrBackfillRange, to.Format(time.RFC3339))
+	case to.Before(from):
+		return nil, fmt.Errorf("%w: it ends (%s) before it starts (%s)", ErrBackfillRange, to.Format(time.RFC3339), from.Format(time.RFC3339))
+	case !bs.nextAt.Valid:
+		return nil, fmt.Errorf("schedule %q: %w (it was just created or changed, or no worker runs): try again once a worker has", name, ErrNotComputed)
+	}
+	sp, err := schedule.Parse(bs.spec, bs.zone)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", name, err)
+	}
+	last := to
+	if bs.nextAt.InfinityModifier == pgtype.Finite {
+		last = minTime(last, bs.nextAt.Time.Add(-time.Nanosecond))
+	}
+	if bs.endsAt.Valid {
+		last = minTime(last, bs.endsAt.Time)
+	}
+	first := from
+	if bs.startsAt.Valid && bs.startsAt.Time.After(first) {
+		first = bs.startsAt.Time
+	}
+	var all []time.Time
+	for t := sp.Next(first.Add(-time.Nanosecond)); !t.IsZero() && !t.After(last); t = sp.Next(t) {
+		if len(all) == maxBackfill {
+			return nil, fmt.Errorf("%w: more than %d ticks between %s and %s: backfill a shorter range", ErrBackfillRange, maxBackfill,
+				from.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+		all = append(all, t)
+	}
+	return all, nil
+}
+
+// untaken is the ticks of all without a run and not waiting for one: no
+// row in [from, to], or a row decided missed or skipped.
+func (s *Store) untaken(ctx context.Context, tx pgx.Tx, name string, from, to time.Time, all []time.Time) ([]time.Time, error) {
+	taken := map[int64]bool{}
+	rows, err := tx.Query(ctx, s.sql(`
+		SELECT nominal_at FROM {schema}.schedule_ticks
+		WHERE schedule = $1 AND nominal_at >= $2 AND nominal_at <= $3 AND decision NOT IN ('missed', 'skipped')`), name, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var t time.Time
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		taken[t.UnixMicro()] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for _, t := range all {
+		if !taken[t.Truncate(time.Microsecond).UnixMicro()] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// startBackfill starts a run of each of ticks and writes their rows
+// (backfilled). A run of a tick's key that existed already (the schedule
+// deleted and made again, a run started by hand with the key) is not
+// started again: its tick is left as it is. It returns the ticks started.
+func (s *Store) startBackfill(ctx context.Context, tx pgx.Tx, name string, bs backfillSchedule, ticks []time.Time) ([]time.Time, error) {
+	runs := make([]NewRun, len(ticks))
+	for i, t := range ticks {
+		runs[i] = NewRun{ID: uuid.Must(uuid.NewV7()), Workflow: bs.workflow, Queue: bs.queue, Priority: bs.priority,
+			Key: ScheduleTickRun(name, t), Input: bs.input}
+	}
+	ins, err := s.InsertRuns(ctx, tx, runs)
+	if err != nil {
+		return nil, err
+	}
+	var started []time.Time
+	var ids []pgtype.UUID
+	for i, r := range ins {
+		if r.Created {
+			started, ids = append(started, ticks[i]), append(ids, pgtype.UUID{Bytes: r.ID, Valid: true})
+		}
+	}
+	if len(started) == 0 {
+		return nil, nil
+	}
+	_, err = tx.Exec(ctx, s.sql(`
+		INSERT INTO {schema}.schedule_ticks AS t (schedule, nominal_at, decision, run_id, started_at, decided_by)
+		SELECT $1, x.n, 'backfilled', x.r, now(), current_user FROM unnest($2::timestamptz[], $3::uuid[]) AS x(n, r)
+		ON CONFLICT (schedule, nominal_at) DO UPDATE SET decision = 'backfilled', run_id = EXCLUDED.run_id, started_at = now()
+		WHERE t.run_id IS NULL AND t.decision IN ('missed', 'skipped')`), name, started, ids)
+	return started, err
 }
 
 // SetSchedule creates schedule d, or changes the one of its name to d, as

@@ -13,7 +13,7 @@ import (
 // pass runs one pass of the schedules' ticker and fails the test on error.
 func pass(t *testing.T, st *store.Store) store.SchedulePass {
 	t.Helper()
-	p, err := st.DecideTicks(t.Context(), "test-worker", 100)
+	p, err := st.DecideTicks(t.Context(), "test-worker", 100, true)
 	if err != nil {
 		t.Fatal(err)
 	}
