@@ -305,10 +305,8 @@ func TestPatch_TwoHundredRunsInFlightThroughADeploy(t *testing.T) {
 		for i, r := range runs {
 			ids[i] = r.ID
 		}
-		// Parked: the sleep recorded and the run released (a wake before the
-		// release would find it running, and leave it asleep for an hour).
 		eventually(t, "the runs to park in their sleep", func() bool {
-			return q[int](e, `SELECT count(*) FROM {schema}.runs WHERE id = ANY ($1) AND status = 'queued' AND waiting_for = 'sleep'`, ids) == len(runs)
+			return q[int](e, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY ($1) AND kind = 'sleep'`, ids) == len(runs)
 		})
 	}
 	start := func(wf *sdk.Workflow[int, int]) []*sdk.Run[int] {
