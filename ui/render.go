@@ -47,6 +47,8 @@ var funcs = template.FuncMap{
 	"deref":    func(t *time.Time) time.Time { return *t },
 	"derefd":   func(d *time.Duration) time.Duration { return *d },
 	"derefid":  func(id *uuid.UUID) uuid.UUID { return *id },
+	"overlaps": func() []string { return []string{"skip", "buffer_one", "buffer_all", "allow", "cancel_other"} },
+	"catchups": func() []string { return []string{"latest", "none", "all"} },
 	"add":      func(a, b float64) float64 { return a + b },
 	"half":     func(a float64) float64 { return a / 2 },
 	"plural":   plural,

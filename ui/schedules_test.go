@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/ui"
@@ -74,6 +75,37 @@ func TestSchedules_PagesAndGuardedWrites(t *testing.T) {
 	if notes != "paused ui:token: INC-2, triggered ui:token: INC-2, resumed ui:token: INC-2" {
 		t.Fatalf("audit: %s", notes)
 	}
+	// Made, changed, backfilled and deleted from the pages.
+	want(t, f.get("schedules"), http.StatusOK, `data-testid="new-schedule-form"`)
+	form := url.Values{"name": {"hourly"}, "spec": {"61 * * * *"}, "zone": {"UTC"}, "workflow": {"sync"}, "input": {`{"n": 1}`},
+		"overlap": {"skip"}, "catchup": {"latest"}, "note": {"INC-3"}}
+	want(t, f.post("schedules", form, browser), http.StatusUnprocessableEntity, `data-testid="refused">`, `out of range`, `value="61 \* \* \* \*"`)
+	form.Set("spec", "15 * * * *")
+	if w := f.post("schedules", form, browser); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "schedules/hourly?done=set" {
+		t.Fatalf("new schedule: %d %q\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 20))
+	}
+	want(t, f.get("schedules/hourly?done=set"), http.StatusOK, `data-testid="done">The schedule is saved`, `by hand`, `value="15 \* \* \* \*"`)
+	form.Set("zone", "Europe/Berlin")
+	if w := f.post("schedules/hourly/set", form, browser); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../../schedules/hourly?done=set" {
+		t.Fatalf("change: %d %q\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 20))
+	}
+	if w := f.post("schedules/hourly/set", form, browser); w.Header().Get("Location") != "../../schedules/hourly?done=unchanged" {
+		t.Fatalf("the same settings again: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	want(t, f.post("schedules/hourly/backfill", url.Values{"from": {"yesterday"}, "note": {"x"}}, browser), http.StatusUnprocessableEntity, `is not a time`)
+	want(t, f.post("schedules/hourly/backfill", url.Values{"from": {"2026-01-01"}, "note": {"x"}}, browser), http.StatusUnprocessableEntity, `not computed yet`)
+	if _, err := f.st.DecideTicks(t.Context(), "worker-1", 10, true); err != nil {
+		t.Fatal(err)
+	}
+	w := f.post("schedules/hourly/backfill", url.Values{"from": {time.Now().Add(-3 * time.Hour).UTC().Format(time.RFC3339)}, "note": {"INC-4"}}, browser)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../../schedules/hourly?done=backfilled" {
+		t.Fatalf("backfill: %d %q\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 20))
+	}
+	want(t, f.get("schedules/hourly"), http.StatusOK, `data-testid="tick-decision">backfilled`)
+	if w := f.post("schedules/hourly/delete", url.Values{"note": {"INC-5"}}, browser); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../../schedules?done=deleted" {
+		t.Fatalf("delete: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	want(t, f.get("schedules/hourly"), http.StatusNotFound, `no schedule is named`)
 	want(t, f.get("schedules/nope"), http.StatusNotFound, `no schedule is named &#34;nope&#34;`)
 	want(t, f.post("schedules/nope/pause", url.Values{"note": {"x"}}, browser), http.StatusNotFound, `no schedule is named`)
 }
