@@ -212,8 +212,8 @@ func (h *handler) triggerSchedule(r *http.Request, name, note string) (string, e
 	return "triggered", err
 }
 
-// createSchedule makes a schedule from the Schedules page's form (or
-// changes the one of its name), as a person, audited.
+// createSchedule makes a schedule from the Schedules page's form, as a
+// person, audited; a name taken already is refused.
 func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request, who string) {
 	form := formValues(r)
 	refuse := func(why string) {
@@ -236,6 +236,14 @@ func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request, who str
 	d, err := form.declaration(schedule.Declaration{})
 	if err != nil {
 		refuse(err.Error())
+		return
+	}
+	switch _, err := h.op.Schedule(r.Context(), d.Name); {
+	case err == nil:
+		refuse(fmt.Sprintf("A schedule is named %q already: change it on its page.", d.Name))
+		return
+	case !errors.Is(err, operator.ErrNoSchedule):
+		h.fail(w, r, http.StatusInternalServerError, "New schedule", err)
 		return
 	}
 	if _, err := h.op.SetSchedule(r.Context(), d, auditNote(who, note)); err != nil {

@@ -85,6 +85,7 @@ func TestSchedules_PagesAndGuardedWrites(t *testing.T) {
 		t.Fatalf("new schedule: %d %q\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 20))
 	}
 	want(t, f.get("schedules/hourly?done=set"), http.StatusOK, `data-testid="done">The schedule is saved`, `by hand`, `value="15 \* \* \* \*"`)
+	want(t, f.post("schedules", form, browser), http.StatusUnprocessableEntity, `is named &#34;hourly&#34; already`)
 	form.Set("zone", "Europe/Berlin")
 	if w := f.post("schedules/hourly/set", form, browser); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "../../schedules/hourly?done=set" {
 		t.Fatalf("change: %d %q\n%s", w.Code, w.Header().Get("Location"), firstLines(w.Body.String(), 20))
