@@ -31,19 +31,19 @@ type OverlapPolicy string
 // Overlap policies.
 const (
 	// OverlapSkip, the default: the tick is decided skipped; no run.
-	OverlapSkip OverlapPolicy = store.OverlapSkip
+	OverlapSkip OverlapPolicy = schedule.OverlapSkip
 	// OverlapBufferOne: the tick waits (decided buffered) and starts when
 	// the open run ends; at most one tick waits, later ones are skipped.
-	OverlapBufferOne OverlapPolicy = store.OverlapBufferOne
+	OverlapBufferOne OverlapPolicy = schedule.OverlapBufferOne
 	// OverlapBufferAll: every tick waits, in order, up to the buffer's
 	// size (WithOverlap's second argument, default 100); later ones are
 	// skipped.
-	OverlapBufferAll OverlapPolicy = store.OverlapBufferAll
+	OverlapBufferAll OverlapPolicy = schedule.OverlapBufferAll
 	// OverlapAllow: the tick's run starts beside the open one.
-	OverlapAllow OverlapPolicy = store.OverlapAllow
+	OverlapAllow OverlapPolicy = schedule.OverlapAllow
 	// OverlapCancelOther: the open run is asked to cancel (as
 	// Client.Cancel does) and the tick's run starts.
-	OverlapCancelOther OverlapPolicy = store.OverlapCancelOther
+	OverlapCancelOther OverlapPolicy = schedule.OverlapCancelOther
 )
 
 // CatchupPolicy is what happens to the ticks no worker decided in time: while
@@ -56,17 +56,17 @@ const (
 	// CatchupNone: every missed tick is decided missed; only a tick
 	// decided within its grace (the shorter of a minute and its
 	// interval to the next tick) starts.
-	CatchupNone CatchupPolicy = store.CatchupNone
+	CatchupNone CatchupPolicy = schedule.CatchupNone
 	// CatchupLatest, the default: the latest due tick starts, the older
 	// ones are decided missed: one catch-up run after any downtime.
-	CatchupLatest CatchupPolicy = store.CatchupLatest
+	CatchupLatest CatchupPolicy = schedule.CatchupLatest
 	// CatchupAll: the due ticks within the catch-up window (default 24
 	// hours) start, the most recent ones, at most the catch-up maximum
 	// (default 100, at most 1000); the others are missed. They are
 	// decided in order, the overlap policy applying between them: with
 	// OverlapSkip only the earliest of them starts (the others find its
 	// run open), with OverlapAllow or OverlapBufferAll all of them do.
-	CatchupAll CatchupPolicy = store.CatchupAll
+	CatchupAll CatchupPolicy = schedule.CatchupAll
 )
 
 // ScheduleOption configures a schedule at declaration.
@@ -139,7 +139,7 @@ func NewSchedule[In, Out any](name string, wf *Workflow[In, Out], spec string, i
 	for _, o := range opts {
 		o(&d)
 	}
-	if _, err := store.CheckScheduleDecl(d); err != nil {
+	if _, err := d.Checked(); err != nil {
 		panic(fmt.Errorf("sdk.NewSchedule(%q): %w: %w", name, err, ErrInvalidSchedule))
 	}
 	return &Schedule{decl: d}

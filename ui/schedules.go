@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenurehq/tenure/internal/store"
 	"github.com/tenurehq/tenure/operator"
 	"github.com/tenurehq/tenure/record"
 	"github.com/tenurehq/tenure/schedule"
@@ -87,7 +86,7 @@ func (f scheduleForm) declaration(base schedule.Declaration) (schedule.Declarati
 	if f.Spec == "" || f.Workflow == "" || f.Name == "" {
 		return d, errors.New("a schedule needs a name, a spec and a workflow")
 	}
-	_, err := store.CheckScheduleDecl(d)
+	_, err := d.Checked()
 	return d, err
 }
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,22 +16,17 @@ import (
 	"github.com/tenurehq/tenure/schedule"
 )
 
-// Overlap policies of a schedule (schedules.overlap): what a tick due while
-// the schedule's last run is open does.
+// Overlap and catch-up policies of a schedule (schedules.overlap and
+// catchup): package schedule's.
 const (
-	OverlapSkip        = "skip"
-	OverlapBufferOne   = "buffer_one"
-	OverlapBufferAll   = "buffer_all"
-	OverlapAllow       = "allow"
-	OverlapCancelOther = "cancel_other"
-)
-
-// Catch-up policies of a schedule (schedules.catchup): which of the ticks
-// no worker decided in time start.
-const (
-	CatchupNone   = "none"
-	CatchupLatest = "latest"
-	CatchupAll    = "all"
+	OverlapSkip        = schedule.OverlapSkip
+	OverlapBufferOne   = schedule.OverlapBufferOne
+	OverlapBufferAll   = schedule.OverlapBufferAll
+	OverlapAllow       = schedule.OverlapAllow
+	OverlapCancelOther = schedule.OverlapCancelOther
+	CatchupNone        = schedule.CatchupNone
+	CatchupLatest      = schedule.CatchupLatest
+	CatchupAll         = schedule.CatchupAll
 )
 
 // Tick decisions (schedule_ticks.decision).
@@ -48,65 +42,6 @@ const (
 // ScheduleDecl is schedule.Declaration, the schedules row code declares.
 type ScheduleDecl = schedule.Declaration
 
-// CheckScheduleDecl returns d with its zero fields filled, or why it
-// cannot be declared: a name, workflow, spec or zone that does not parse,
-// an unknown policy, a negative bound, an end before the start, an input
-// that is not JSON.
-func CheckScheduleDecl(d ScheduleDecl) (ScheduleDecl, error) {
-	if d.Zone == "" {
-		d.Zone = "UTC"
-	}
-	if d.Queue == "" {
-		d.Queue = "default"
-	}
-	if d.Input == nil {
-		d.Input = []byte("null")
-	}
-	if d.Overlap == "" {
-		d.Overlap = OverlapSkip
-	}
-	if d.Catchup == "" {
-		d.Catchup = CatchupLatest
-	}
-	if d.BufferMax == 0 {
-		d.BufferMax = 100
-	}
-	if d.CatchupWindow == 0 {
-		d.CatchupWindow = 24 * time.Hour
-	}
-	if d.CatchupMax == 0 {
-		d.CatchupMax = 100
-	}
-	switch {
-	case d.Name == "" || len(d.Name) > 200:
-		return d, fmt.Errorf("schedule %q: the name must be 1 to 200 bytes", d.Name)
-	case d.Workflow == "":
-		return d, fmt.Errorf("schedule %q: no workflow", d.Name)
-	case d.Jitter < 0, d.BufferMax < 0, d.CatchupWindow < 0, d.CatchupMax < 0:
-		return d, fmt.Errorf("schedule %q: jitter, buffer, catch-up window and maximum must not be negative", d.Name)
-	case d.CatchupMax > maxTicksPerPass:
-		return d, fmt.Errorf("schedule %q: a catch-up of at most %d runs, not %d", d.Name, maxTicksPerPass, d.CatchupMax)
-	case d.StartsAt != nil && d.EndsAt != nil && !d.EndsAt.After(*d.StartsAt):
-		return d, fmt.Errorf("schedule %q: it ends (%s) before it starts (%s)", d.Name, d.EndsAt, d.StartsAt)
-	case !json.Valid(d.Input):
-		return d, fmt.Errorf("schedule %q: the input is not JSON", d.Name)
-	}
-	switch d.Overlap {
-	case OverlapSkip, OverlapBufferOne, OverlapBufferAll, OverlapAllow, OverlapCancelOther:
-	default:
-		return d, fmt.Errorf("schedule %q: unknown overlap policy %q (want skip, buffer_one, buffer_all, allow or cancel_other)", d.Name, d.Overlap)
-	}
-	switch d.Catchup {
-	case CatchupNone, CatchupLatest, CatchupAll:
-	default:
-		return d, fmt.Errorf("schedule %q: unknown catch-up policy %q (want none, latest or all)", d.Name, d.Catchup)
-	}
-	if _, err := schedule.Parse(d.Spec, d.Zone); err != nil {
-		return d, fmt.Errorf("schedule %q: %w", d.Name, err)
-	}
-	return d, nil
-}
-
 // DeclareSchedules writes the schedules code declares (by is the worker's
 // label), each upserted by name in one transaction: a schedule that does
 // not exist is created; one that exists is changed to the declaration only
@@ -120,7 +55,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, decls []ScheduleDecl, by s
 	}
 	decls = slices.Clone(decls)
 	for i := range decls {
-		d, err := CheckScheduleDecl(decls[i])
+		d, err := decls[i].Checked()
 		if err != nil {
 			return err
 		}
@@ -231,7 +166,7 @@ const minScheduleWait = 50 * time.Millisecond
 // maxTicksPerPass bounds the ticks one pass decides of one schedule: a
 // schedule due for longer (a one-second schedule paused for a day) is
 // decided in chunks, the ticks of a chunk all missed when newer ones remain.
-const maxTicksPerPass = 1000
+const maxTicksPerPass = schedule.MaxCatchup
 
 // dueSchedule is a schedules row a pass holds, with what it decides.
 type dueSchedule struct {
@@ -1073,7 +1008,7 @@ func (s *Store) startBackfill(ctx context.Context, tx pgx.Tx, name string, bs ba
 // its timing decides the ticks due since under the new one. It reports
 // whether anything changed: the settings it has already change nothing.
 func (s *Store) SetSchedule(ctx context.Context, d ScheduleDecl, note string) (changed bool, err error) {
-	d, err = CheckScheduleDecl(d)
+	d, err = d.Checked()
 	if err != nil {
 		return false, err
 	}
