@@ -105,22 +105,7 @@ ALTER TABLE {schema}.schedule_ticks ADD CONSTRAINT schedule_ticks_schedule_fkey
 -- paused, resumed or deleted, by code or by hand (not the bookkeeping of
 -- its ticks), by the trigger below; filter holds the schedule and its
 -- settings before and after.
-DO $$
-DECLARE
-    actions text[];
-BEGIN
-    SELECT array_agg(m.v[1] ORDER BY m.n) INTO actions
-    FROM pg_catalog.pg_constraint c,
-         regexp_matches(pg_catalog.pg_get_constraintdef(c.oid), '''([^'']*)''::text', 'g') WITH ORDINALITY AS m(v, n)
-    WHERE c.conrelid = '{schema}.audit_log'::regclass AND c.conname = 'audit_log_action_check';
-    IF actions IS NULL THEN
-        RAISE EXCEPTION 'migration 20: audit_log_action_check lists no action';
-    END IF;
-    EXECUTE format('ALTER TABLE {schema}.audit_log DROP CONSTRAINT audit_log_action_check, '
-                   'ADD CONSTRAINT audit_log_action_check CHECK (action IN (%s))',
-                   (SELECT string_agg(quote_literal(a), ', ') FROM unnest(actions || ARRAY['schedule']) AS a));
-END
-$$;
+SELECT {schema}._allow_audit_action('schedule');
 
 -- _schedule_settings is what a person sets of a schedule, as JSON.
 CREATE FUNCTION {schema}._schedule_settings(s {schema}.schedules)
