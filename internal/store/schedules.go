@@ -144,11 +144,14 @@ type SchedulePass struct {
 // exists, and how long until the next tick, each through an index.
 const sqlScheduleCheck = `
 	SELECT EXISTS (SELECT 1 FROM {schema}.schedules s WHERE s.paused_at IS NULL AND s.next_at IS NULL)
-	       OR EXISTS (SELECT 1 FROM {schema}.schedules s WHERE s.paused_at IS NULL AND s.next_at <= now() AND (s.error IS NULL OR $1))
+	       -- The earliest next tick, by schedules_due_idx's order: a min, not
+	       -- an EXISTS, which a plan may answer by a scan of every schedule
+	       -- when none is due.
+	       OR coalesce((SELECT min(s.next_at) FROM {schema}.schedules s WHERE s.paused_at IS NULL AND (s.error IS NULL OR $1)) <= now(), false)
 	       OR EXISTS (SELECT 1 FROM {schema}.schedules s
 	                  WHERE s.buffered > 0 AND s.paused_at IS NULL AND s.next_at > now()
 	                    AND NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = s.last_run_id AND r.status IN ('queued', 'running'))),
-	       EXISTS (SELECT 1 FROM {schema}.schedules),
+	       (SELECT min(s.name) FROM {schema}.schedules s) IS NOT NULL,
 	       extract(epoch FROM (SELECT min(s.next_at) FROM {schema}.schedules s
 	                           WHERE s.paused_at IS NULL AND s.next_at > now() AND s.next_at < 'infinity' AND s.error IS NULL) - now()) * 1000`
 
