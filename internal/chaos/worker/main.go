@@ -6,13 +6,18 @@
 // the command line, where ps would show a password). Logs (slog, JSON) go to
 // stderr; stdout carries JSON lines for the controlling process:
 //
-//	{"event":"started","label":...,"pid":...}
+//	{"event":"started","label":...,"pid":...,"clock":...}   clock: its time.Now()
 //	{"event":"stats","label":...,"pid":...,"stats":{...}}   on SIGUSR1
 //	{"event":"exit","label":...,"pid":...,"stats":{...}}    when the worker has stopped
 //
 // SIGTERM or SIGINT shuts the worker down gracefully (runtime.Worker.Shutdown
 // with the -drain timeout): attempts still running after the drain are
 // recorded interrupted and their runs handed back.
+//
+// -clock-skew moves the process's wall clock: every time.Now of the process
+// returns the real time plus the skew (linux/amd64 only; see
+// clockskew_linux_amd64.go), as on a machine whose clock is off. The
+// "started" line's clock shows it.
 package main
 
 import (
@@ -44,8 +49,14 @@ func main() {
 		poll        = flag.Duration("poll", 50*time.Millisecond, "poll interval")
 		drain       = flag.Duration("drain", time.Second, "drain time on SIGTERM before running attempts are interrupted")
 		every       = flag.String("schedule", "", "declare the schedule chaos-schedule of an empty Plan with this spec (\"\": none)")
+		skew        = flag.Duration("clock-skew", 0, "move the process's wall clock (time.Now) by this much, e.g. 1h or -1h (linux/amd64)")
 	)
 	flag.Parse()
+	// First: no goroutine of ours may run time.Now while it is patched.
+	if err := skewClock(*skew); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
 	if err := run(*schema, *label, *concurrency, *lease, *heartbeat, *poll, *drain, *every); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -58,6 +69,9 @@ type event struct {
 	Label string         `json:"label"`
 	PID   int            `json:"pid"`
 	Stats *runtime.Stats `json:"stats,omitempty"`
+	// Clock is the worker's time.Now() when it printed a started line: the
+	// real time plus its -clock-skew.
+	Clock *time.Time `json:"clock,omitempty"`
 }
 
 func run(schema, label string, concurrency int, lease, heartbeat, poll, drain time.Duration, every string) error {
@@ -100,6 +114,10 @@ func run(schema, label string, concurrency int, lease, heartbeat, poll, drain ti
 	var outMu sync.Mutex
 	emit := func(name string, withStats bool) {
 		e := event{Event: name, Label: w.Label(), PID: os.Getpid()}
+		if name == "started" {
+			now := time.Now()
+			e.Clock = &now
+		}
 		if withStats {
 			s := w.Stats()
 			e.Stats = &s
