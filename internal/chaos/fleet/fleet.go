@@ -50,6 +50,10 @@ type Config struct {
 	Poll        time.Duration
 	Drain       time.Duration
 	Schedule    string // the spec of the schedule chaos-schedule the worker declares; "": none
+	// ClockSkew moves the worker process's wall clock: its every time.Now
+	// returns the real time plus ClockSkew (may be negative; linux/amd64
+	// only, where the worker patches time.Now; 0: its real clock).
+	ClockSkew time.Duration
 }
 
 // Worker is one running (or finished) worker process.
@@ -65,6 +69,7 @@ type Worker struct {
 	log     []string        // stderr lines
 	stats   []runtime.Stats // stats lines (SIGUSR1 and exit), in order
 	exited  bool            // an exit line was printed
+	clock   time.Time       // the worker's time.Now() on its started line
 	statsCh chan struct{}   // closed and replaced at each stats line
 	state   *os.ProcessState
 }
@@ -85,6 +90,9 @@ func Start(cfg Config, label string) (*Worker, error) {
 	}
 	if cfg.Schedule != "" {
 		args = append(args, "-schedule", cfg.Schedule)
+	}
+	if cfg.ClockSkew != 0 {
+		args = append(args, "-clock-skew", cfg.ClockSkew.String())
 	}
 	cmd := exec.Command(cfg.Binary, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL)
@@ -123,11 +131,15 @@ func (w *Worker) readStdout(r io.Reader) {
 		var e struct {
 			Event string         `json:"event"`
 			Stats *runtime.Stats `json:"stats"`
+			Clock time.Time      `json:"clock"`
 		}
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
 		if e.Event == "started" {
+			w.mu.Lock()
+			w.clock = e.Clock
+			w.mu.Unlock()
 			close(w.started)
 		}
 		if e.Stats == nil {
@@ -157,6 +169,15 @@ func (w *Worker) readStderr(r io.Reader) {
 // Started is closed once the worker process has registered its workflows
 // and started running.
 func (w *Worker) Started() <-chan struct{} { return w.started }
+
+// Clock returns the worker's time.Now() when it printed its started line
+// (the zero Time before): the real time plus its ClockSkew, which the caller
+// can compare with the database's clock to see that the skew took effect.
+func (w *Worker) Clock() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.clock
+}
 
 // PID returns the worker's process ID.
 func (w *Worker) PID() int { return w.cmd.Process.Pid }
