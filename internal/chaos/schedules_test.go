@@ -62,37 +62,41 @@ func TestSchedules_ASIGKILLStormDecidesEachSecondOnce(t *testing.T) {
 		workers[l] = e.worker(l, withSchedule)
 	}
 	time.Sleep(2 * time.Second) // the last ticks, and the runs of the last kills rescued
-	q := func(sql string) string {
-		t.Helper()
-		var s string
-		if err := e.pool.QueryRow(e.ctx, strings.ReplaceAll(sql, "{schema}", e.schema)).Scan(&s); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return s
-	}
-	got := q(`SELECT count(*) || ' ' || (extract(epoch FROM max(nominal_at) - min(nominal_at)) + 1)::int FROM {schema}.schedule_ticks`)
-	var rows, seconds int
+	rows, seconds, decisions := assertEachSecondOnce(e, 15, fmt.Sprintf("after %d kills", kills))
+	t.Logf("%d ticks over %d s, %s, after %d kills", rows, seconds, decisions, kills)
+}
+
+// assertEachSecondOnce asserts what the ticks of the one-second schedule
+// chaos-schedule must be, whatever befell its workers (about says what, for
+// the failure): one row a second from its first nominal tick to its last,
+// at least minRows; every started tick one run of the tick's key; no run of
+// a tick key that no started tick names; and every such run completed (it
+// waits for them). It returns the rows, the seconds and the count of each
+// decision.
+func assertEachSecondOnce(e *env, minRows int, about string) (rows, seconds int, decisions string) {
+	e.t.Helper()
+	got := mustQuery[string](e, `SELECT count(*) || ' ' || coalesce((extract(epoch FROM max(nominal_at) - min(nominal_at)) + 1)::int, 0) FROM {schema}.schedule_ticks`)
 	fmt.Sscan(got, &rows, &seconds)
-	if rows != seconds || rows < 15 {
-		t.Fatalf("%d tick rows over %d seconds after %d kills: want one a second", rows, seconds, kills)
+	if rows != seconds || rows < minRows {
+		e.t.Fatalf("%d tick rows over %d seconds %s: want one a second", rows, seconds, about)
 	}
-	if got := q(`SELECT count(*) FILTER (WHERE t.decision = 'started') || ' ' || count(DISTINCT t.run_id) || ' ' || count(r.id)
+	if got := mustQuery[string](e, `SELECT count(*) FILTER (WHERE t.decision = 'started') || ' ' || count(DISTINCT t.run_id) || ' ' || count(r.id)
 		FROM {schema}.schedule_ticks t LEFT JOIN {schema}.runs r ON r.id = t.run_id
 		  AND r.run_key = 'schedule:chaos-schedule@' || to_char(t.nominal_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`); len(strings.Fields(got)) != 3 ||
 		strings.Fields(got)[0] != strings.Fields(got)[1] || strings.Fields(got)[1] != strings.Fields(got)[2] {
-		t.Fatalf("started ticks, their distinct runs, their runs of the tick's key: %s", got)
+		e.t.Fatalf("started ticks, their distinct runs, their runs of the tick's key: %s", got)
 	}
-	if n := q(`SELECT (count(*) = (SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'started'))::text
-		FROM {schema}.runs WHERE run_key LIKE 'schedule:%'`); n != "true" {
-		t.Fatal("runs of tick keys that no started tick names")
+	if !mustQuery[bool](e, `SELECT count(*) = (SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'started')
+		FROM {schema}.runs WHERE run_key LIKE 'schedule:%'`) {
+		e.t.Fatal("runs of tick keys that no started tick names")
 	}
 	deadline := time.Now().Add(waitFor)
-	for q(`SELECT count(*)::text FROM {schema}.runs WHERE run_key LIKE 'schedule:%' AND status <> 'completed'`) != "0" {
+	for mustQuery[int](e, `SELECT count(*) FROM {schema}.runs WHERE run_key LIKE 'schedule:%' AND status <> 'completed'`) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("runs of ticks not completed: %s", q(`SELECT string_agg(status, ' ') FROM {schema}.runs WHERE run_key LIKE 'schedule:%' AND status <> 'completed'`))
+			e.t.Fatalf("runs of ticks not completed: %s", mustQuery[string](e, `SELECT string_agg(status, ' ') FROM {schema}.runs WHERE run_key LIKE 'schedule:%' AND status <> 'completed'`))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("%d ticks over %d s, %s, after %d kills", rows, seconds,
-		q(`SELECT string_agg(decision || ' ' || n, ', ') FROM (SELECT decision, count(*) AS n FROM {schema}.schedule_ticks GROUP BY 1) x`), kills)
+	decisions = mustQuery[string](e, `SELECT string_agg(decision || ' ' || n, ', ' ORDER BY decision) FROM (SELECT decision, count(*) AS n FROM {schema}.schedule_ticks GROUP BY 1) x`)
+	return rows, seconds, decisions
 }
