@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,101 @@ func assertEachSecondOnce(e *env, minRows int, about string) (rows, seconds int,
 	}
 	decisions = mustQuery[string](e, `SELECT string_agg(decision || ' ' || n, ', ' ORDER BY decision) FROM (SELECT decision, count(*) AS n FROM {schema}.schedule_ticks GROUP BY 1) x`)
 	return rows, seconds, decisions
+}
+
+// One worker's clock an hour ahead, another's an hour behind, a third's
+// right, each a worker process deciding the ticks of a one-second schedule
+// (the skewed ones' time.Now patched: fleet.Config.ClockSkew): no extra tick
+// and no missing one, since a tick is due by the database's clock alone. In
+// phases: all three; the one ahead alone; the one behind alone; the one
+// ahead, killed in the phase before, restarted and alone; all three again.
+// A worker is alive throughout. Each start shows its skew in effect (its
+// clock against the database's); the ticks decided while a worker is alone
+// are certainly its own (decided_by, and every other worker dead), and it
+// decides every tick due while it is alone, none early: one ahead deciding
+// by its clock would decide each tick an hour early, one behind each an hour
+// late, and either fails here (tried by hand with a store whose due-ness read
+// time.Now: the one ahead, alone, decided no tick of its phase, every tick it
+// decided being an hour early).
+// Then the storm test's assertions: one row a second, one run per started
+// tick, every run completed.
+func TestSchedules_AWorkersClockOffByAnHourDecidesNoExtraAndNoMissingTick(t *testing.T) {
+	e := newEnv(t)
+	skews := map[string]time.Duration{"tick-ahead": time.Hour, "tick-behind": -time.Hour, "tick-right": 0}
+	all := []string{"tick-ahead", "tick-behind", "tick-right"}
+	phases := []struct {
+		alive []string
+		last  time.Duration
+	}{
+		{all, 3 * time.Second},
+		{[]string{"tick-ahead"}, 4 * time.Second},
+		{[]string{"tick-behind"}, 4 * time.Second},
+		{[]string{"tick-ahead"}, 3 * time.Second}, // restarted: killed in the phase before
+		{all, 3 * time.Second},
+	}
+	workers := map[string]*fleet.Worker{}
+	dbNow := func() time.Time { return mustQuery[time.Time](e, `SELECT clock_timestamp()`) }
+	var measured []string
+	start := func(l string) {
+		w := e.worker(l, func(c *fleet.Config) { c.Schedule = "@every 1s"; c.ClockSkew = skews[l] })
+		// The worker's clock, read as it printed its started line, against
+		// the database's, read just after: off by the skew, give or take
+		// how long the line took to arrive.
+		off := w.Clock().Sub(dbNow())
+		if d := off - skews[l]; d < -5*time.Second || d > 5*time.Second {
+			t.Fatalf("worker %s: its clock is off the database's by %s, want %s", l, off, skews[l])
+		}
+		measured = append(measured, fmt.Sprintf("%s %s", l, off.Round(time.Millisecond)))
+		workers[l] = w
+	}
+	var alone []string
+	for _, p := range phases {
+		for _, l := range p.alive {
+			if workers[l] == nil {
+				start(l)
+			}
+		}
+		for _, l := range all {
+			if w := workers[l]; w != nil && !slices.Contains(p.alive, l) {
+				if err := w.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				<-w.Done()
+				workers[l] = nil
+			}
+		}
+		from := dbNow()
+		time.Sleep(p.last)
+		to := dbNow()
+		if len(p.alive) != 1 {
+			continue
+		}
+		// Alone from from to to: every tick decided meanwhile is the
+		// worker's (a pass of a dead worker that committed began before it
+		// died), which the test relies on; and so is every tick due
+		// meanwhile, but the last second's (a tick decided late, after the
+		// phase, might be another's), which is the point: none left over
+		// for the others to catch up, none decided ahead.
+		solo := p.alive[0]
+		if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decided_at BETWEEN $1 AND $2 AND decided_by <> $3`, from, to, solo); n != 0 {
+			t.Fatalf("%d ticks decided by another worker while %s was alone", n, solo)
+		}
+		c := mustQuery[[]int64](e, `SELECT ARRAY[count(*), count(*) FILTER (WHERE decided_by = $3), count(*) FILTER (WHERE decided_by = $3 AND decision = 'started')]
+			FROM {schema}.schedule_ticks WHERE nominal_at BETWEEN $1 AND $2::timestamptz - interval '1 second'`, from, to, solo)
+		if c[0] < 2 || c[1] != c[0] || c[2] == 0 {
+			t.Fatalf("%s alone for %s: of %d ticks due, %d decided by it, %d of them started; want at least 2, all decided by it, some started",
+				solo, to.Sub(from).Round(time.Millisecond), c[0], c[1], c[2])
+		}
+		alone = append(alone, fmt.Sprintf("%s %d/%d/%d", solo, c[0], c[1], c[2]))
+	}
+	time.Sleep(2 * time.Second) // the last ticks, and the runs of the kills rescued
+	if n := mustQuery[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE nominal_at > decided_at OR nominal_at > now()`); n != 0 {
+		t.Fatalf("%d ticks decided before their time", n)
+	}
+	rows, seconds, decisions := assertEachSecondOnce(e, 15, "with clocks an hour off")
+	t.Logf("%d ticks over %d s, %s; decided by: %s; alone (due/decided by it/started): %s; clocks against the database's: %s",
+		rows, seconds, decisions,
+		mustQuery[string](e, `SELECT string_agg(decided_by || ' ' || n, ', ' ORDER BY decided_by) FROM (SELECT decided_by, count(*) AS n FROM {schema}.schedule_ticks GROUP BY 1) x`),
+		strings.Join(alone, ", "), strings.Join(measured, ", "))
+	e.check()
 }
