@@ -11,10 +11,10 @@ import (
 // schedule's ticks reads the machine's clock (time.Now, Since, Until): due-
 // ness, a pass's now, the catch-up grace, the next wait and a backfill's
 // range all come from the database's now(), so that a worker whose clock is
-// off (by an hour, say) decides the same ticks as the others. The issue's
-// proof with a process's clock moved cannot be run (a Go binary reads the
-// time through the vDSO, which libfaketime does not reach); this holds the
-// code to what makes it needless.
+// off (by an hour, say) decides the same ticks as the others. The process-
+// level proof, worker processes whose clocks are an hour off, is
+// internal/chaos's TestSchedules_AWorkersClockOffByAnHourDecidesNoExtraAndNoMissingTick;
+// this holds the code to what that proof relies on, at every build.
 func TestSchedules_DecideByTheDatabasesClockAlone(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "schedules.go", nil, 0)
 	if err != nil {
