@@ -49,6 +49,7 @@ func ExampleMigrate() {
 	// 18 deploys true
 	// 19 pinning true
 	// 20 schedules true
+	// 21 schedule_sql true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -80,7 +81,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (20, 'schedules');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (21, 'schedule_sql');
 	//
 	// COMMIT;
 }
@@ -106,5 +107,6 @@ func ExampleScriptFrom() {
 	// 18 deploys true
 	// 19 pinning true
 	// 20 schedules true
+	// 21 schedule_sql true
 	// true
 }

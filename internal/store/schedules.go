@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tenurehq/tenure/record"
@@ -661,47 +662,16 @@ func pgUUID(id *uuid.UUID) pgtype.UUID {
 // TriggerSchedule starts a run of schedule name now, outside its spec and
 // its overlap policy (the run neither waits for the schedule's last run nor
 // counts as it): a tick of decision triggered at the database's time, by
-// the role, audited with note. It returns the run's ID,
-// or ErrNoSchedule.
+// the role, audited with note. It calls the SQL function trigger_schedule,
+// the one implementation. It returns the run's ID, or ErrNoSchedule.
 func (s *Store) TriggerSchedule(ctx context.Context, name, note string) (uuid.UUID, error) {
 	var run uuid.UUID
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var workflow, queue string
-		var input []byte
-		var priority int
-		var now time.Time
-		err := tx.QueryRow(ctx, s.sql(`SELECT workflow, queue, input, priority, now() FROM {schema}.schedules WHERE name = $1 FOR UPDATE`), name).
-			Scan(&workflow, &queue, &input, &priority, &now)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
-		}
-		if err != nil {
-			return err
-		}
-		ins, err := s.InsertRuns(ctx, tx, []NewRun{{ID: uuid.Must(uuid.NewV7()), Workflow: workflow, Queue: queue, Priority: priority,
-			Key: ScheduleTickRun(name, now), Input: input}})
-		if err != nil {
-			return err
-		}
-		run = ins[0].ID
-		// Outside the overlap policy: the run neither waits for the
-		// schedule's last run nor becomes it.
-		_, err = tx.Exec(ctx, s.sql(`
-			INSERT INTO {schema}.schedule_ticks (schedule, nominal_at, decision, run_id, started_at, decided_by)
-			VALUES ($1, now(), 'triggered', $2, now(), current_user)`), name, run)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, s.sql(`
-			INSERT INTO {schema}.audit_log (action, runs, filter, run_ids, note)
-			VALUES ('schedule', 1, jsonb_build_object('schedule', $1::text, 'change', 'triggered', 'by', 'person'), ARRAY[$2::uuid], nullif($3, ''))`),
-			name, run, note)
-		return err
-	})
-	if err != nil && !errors.Is(err, ErrNoSchedule) {
-		err = s.wrap("trigger schedule", err)
+	err := s.query(ctx, s.pool, planHot, scanOne((*[16]byte)(&run)), s.sql(`SELECT {schema}.trigger_schedule($1, nullif($2, ''))`), name, note)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "P0002" { // no_data_found: no such schedule
+		return uuid.Nil, fmt.Errorf("%w: %q", ErrNoSchedule, name)
 	}
-	return run, err
+	return run, s.wrap("trigger schedule", err)
 }
 
 func minTime(a, b time.Time) time.Time {
