@@ -39,6 +39,8 @@ type config struct {
 	loads   []string
 	prefix  string // schemas are prefix_tenure, prefix_river, prefix_dbos
 	history int    // finished runs in each system's tables before each workload (history.go)
+	// partitions makes Tenure's steps and attempts this many partitions (partitions.go).
+	partitions int
 
 	runsA, runsB, runsC, runsD int // runs per workload (A and A' share runsA)
 	stepsB                     int
@@ -145,6 +147,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.DurationVar(&c.riverPoll, "river-fetch-poll", 20*time.Millisecond, "River FetchPollInterval (riverbench's value)")
 	fs.IntVar(&c.callers, "callers", c.callers, "concurrent callers in A and B")
 	fs.IntVar(&c.history, "history", 0, "fill each system's tables with this many finished runs (vacuumed and analysed) before each workload, outside the timed part")
+	fs.IntVar(&c.partitions, "partitions", 0, "Tenure's steps and attempts as this many range partitions of the run ID, a day each (0: not partitioned; partitions.go)")
 	fs.IntVar(&c.lRounds, "l-rounds", 2, "L: pairs of its variants, in the order none, limit, limit, none, ...")
 	fs.IntVar(&c.lLimit, "l-limit", 100000, "L: the concurrency limit, which never binds")
 	fs.IntVar(&c.flow.workers, "flow-workers", 4, "flow scenarios: worker processes")

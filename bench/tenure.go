@@ -70,6 +70,10 @@ func newTenureEnv(ctx context.Context, c config) (*tenureEnv, error) {
 		pool.Close()
 		return nil, err
 	}
+	if err := partition(ctx, pool, schema, c.partitions); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	since, err := fillHistory(ctx, c, pool, schema, tenureHistory(), tenureHistoryTables)
 	if err != nil {
 		pool.Close()
