@@ -26,8 +26,9 @@ import (
 // that a read-only role can look but not requeue.
 //
 // Upgraded, the same with the grants of a schema before version 11 (no
-// wakes table): migration 11 gives each role what it needs on wakes from
-// what it had on signals.
+// wakes table) and before version 21 (no schedule_backfills): migrations 11
+// and 21 give each role what it needs on the new table from what it had on
+// signals, on schedule_ticks.
 func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -38,17 +39,19 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 		t.Fatal("no grants block in docs/operations.md")
 	}
 	t.Run("as documented", func(t *testing.T) { checkRoles(t, string(m[1]), false) })
-	// Before version 11 the block named no wakes.
+	// Before version 11 the block named no wakes; before version 21, no
+	// schedule_backfills.
 	before := regexp.MustCompile(`, tenure\.wakes(_id_seq)?`).ReplaceAllString(string(m[1]), "")
-	if strings.Contains(regexp.MustCompile(`--.*`).ReplaceAllString(before, ""), "wakes") {
-		t.Fatalf("the grants without wakes still name them:\n%s", before)
+	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON tenure\.schedule_backfills TO [^\n]*\n`).ReplaceAllString(before, "")
+	if code := regexp.MustCompile(`--.*`).ReplaceAllString(before, ""); strings.Contains(code, "wakes") || strings.Contains(code, "schedule_backfills") {
+		t.Fatalf("the grants without wakes and schedule_backfills still name them:\n%s", before)
 	}
 	t.Run("upgraded", func(t *testing.T) { checkRoles(t, before, true) })
 }
 
 // checkRoles applies grants (docs/operations.md's block) to three roles of
 // a new schema and checks what each can do; with upgrade, it then runs the
-// grants of migration 11, as an upgrade from version 10 does.
+// grants of migrations 11 and 21, as upgrades from versions 10 and 20 do.
 func checkRoles(t *testing.T, grants string, upgrade bool) {
 	owner := newStore(t)
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
@@ -68,14 +71,17 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
 		t.Fatalf("the documented grants: %v", err)
 	}
-	if upgrade {
-		body, err := migrations.FS.ReadFile("0011_wakes.sql")
+	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql"} {
+		if !upgrade {
+			break
+		}
+		body, err := migrations.FS.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		do := string(body[strings.Index(string(body), "DO $$"):])
 		if _, err := owner.Pool().Exec(t.Context(), strings.ReplaceAll(do, "{schema}", ident)); err != nil {
-			t.Fatalf("migration 11's grants: %v", err)
+			t.Fatalf("the grants of %s: %v", file, err)
 		}
 	}
 	as := func(role string) *store.Store {
@@ -213,6 +219,23 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if err := readonly.PauseSchedule(t.Context(), "nightly", true, "ro"); err == nil {
 		t.Error("the read-only role paused a schedule")
 	}
+	// A backfill in SQL: the operator asks, a worker carries it out (its
+	// check sees the request), the read-only role cannot ask.
+	backfill := `SELECT {schema}.backfill_schedule('nightly', now() - interval '3 days', now(), $1)`
+	if _, err := operator.Pool().Exec(t.Context(), replaceSchema(backfill, operator.Schema()), "op"); err != nil {
+		t.Errorf("ask for a backfill as the operator role: %v", err)
+	}
+	if p, err := worker.DecideTicks(t.Context(), "w", 10, false); err != nil || !p.Backfill {
+		t.Errorf("a worker's check, with a backfill asked: %+v, %v", p, err)
+	}
+	if req, ok, err := worker.CarryOutBackfill(t.Context(), "w", false); err != nil || !ok || !req.Done || req.Error != "" || len(req.Ticks) != 3 {
+		t.Errorf("carry out a backfill as the worker role: %+v, %v, %v; want the 3 days' ticks started", req, ok, err)
+	}
+	_, err := readonly.Pool().Exec(t.Context(), replaceSchema(backfill, readonly.Schema()), "ro")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("ask for a backfill as the read-only role: %v, want insufficient_privilege", err)
+	}
 	// tenure runs move, as the operator role (audited); the read-only role
 	// may count what would move, and move nothing.
 	if _, err := operator.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{Note: "op"}); err != nil {
@@ -221,8 +244,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{DryRun: true}); err != nil {
 		t.Errorf("a dry run of a move as the read-only role: %v", err)
 	}
-	_, err := readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{Note: "ro"})
-	var pgErr *pgconn.PgError
+	_, err = readonly.MoveRuns(t.Context(), store.MoveFilter{From: "v1", To: "v2"}, store.MoveOptions{Note: "ro"})
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 		t.Errorf("move pinned runs as the read-only role: %v, want insufficient_privilege", err)
 	}

@@ -138,11 +138,17 @@ type SchedulePass struct {
 	Ticks []DecidedTick
 	// Empty is true when the schema holds no schedule at all.
 	Empty bool
+	// Backfill is true when a backfill requested in SQL waits for a worker
+	// (one whose last try failed only with retry): CarryOutBackfill carries
+	// it out. The check that says so is the pass's first statement, so an
+	// idle worker's check stays one statement.
+	Backfill bool
 }
 
 // sqlScheduleCheck is a pass's first statement: whether a schedule is due
 // (or to compute, or has buffered ticks whose open run ended), whether any
-// exists, and how long until the next tick, each through an index.
+// exists, how long until the next tick, and whether a backfill requested in
+// SQL waits, each through an index.
 const sqlScheduleCheck = `
 	SELECT EXISTS (SELECT 1 FROM {schema}.schedules s WHERE s.paused_at IS NULL AND s.next_at IS NULL)
 	       -- The earliest next tick, by schedules_due_idx's order: a min, not
@@ -154,7 +160,11 @@ const sqlScheduleCheck = `
 	                    AND NOT EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.id = s.last_run_id AND r.status IN ('queued', 'running'))),
 	       (SELECT min(s.name) FROM {schema}.schedules s) IS NOT NULL,
 	       extract(epoch FROM (SELECT min(s.next_at) FROM {schema}.schedules s
-	                           WHERE s.paused_at IS NULL AND s.next_at > now() AND s.next_at < 'infinity' AND s.error IS NULL) - now()) * 1000`
+	                           WHERE s.paused_at IS NULL AND s.next_at > now() AND s.next_at < 'infinity' AND s.error IS NULL) - now()) * 1000,
+	       -- A backfill request not carried out yet, by schedule_backfills_pending_idx
+	       -- (however long the requests' history), and one whose last try
+	       -- failed only with $1, as the schedules with an error.
+	       EXISTS (SELECT 1 FROM {schema}.schedule_backfills b WHERE b.done_at IS NULL AND (b.error IS NULL OR $1))`
 
 // DecidedTick is a tick a pass decided: of which schedule, what, and how
 // late (the database's time of the pass less the tick's nominal time).
@@ -207,7 +217,7 @@ func (s *Store) DecideTicks(ctx context.Context, by string, limit int, retry boo
 	// are not due (or that has none) costs one statement a check.
 	var due, exists bool
 	var nextMS pgtype.Float8
-	if err := s.query(ctx, s.pool, planHot, scanOne(&due, &exists, &nextMS), s.sql(sqlScheduleCheck), retry); err != nil {
+	if err := s.query(ctx, s.pool, planHot, scanOne(&due, &exists, &nextMS, &pass.Backfill), s.sql(sqlScheduleCheck), retry); err != nil {
 		return pass, s.wrap("look for due schedules", err)
 	}
 	pass.Empty = !exists
