@@ -24,6 +24,10 @@ type listener struct {
 	claims  *claimer
 	pool    *runPool
 	loop    loop // run's goroutine, between start and stop
+	// backfills wakes the schedules' ticker at a backfill_schedule's
+	// notice ("backfill"), so that the request is carried out at once, not
+	// at the ticker's next check (at most a second later).
+	backfills chan struct{}
 }
 
 // start listens in a goroutine of its own (run) until stop, or until ctx
@@ -77,10 +81,18 @@ func (l *listener) listening() {
 }
 
 // notified handles a notice on the runs channel: a run to claim (any
-// payload), a wake to apply ("wake", a signal sent), or the Cancel of a run
+// payload), a wake to apply ("wake", a signal sent), the Cancel of a run
 // ("cancel:<id>"), which the worker holding it carries out at once, and
-// which is a wake too.
+// which is a wake too, or a backfill requested in SQL ("backfill"), for the
+// schedules' ticker alone.
 func (l *listener) notified(payload string) {
+	if payload == "backfill" {
+		select {
+		case l.backfills <- struct{}{}:
+		default: // a wake is pending already
+		}
+		return
+	}
 	if id, ok := strings.CutPrefix(payload, "cancel:"); ok {
 		l.claims.wakesDue.Store(true)
 		if run, err := uuid.Parse(id); err == nil {

@@ -28,6 +28,12 @@ const scheduleRetryEvery = time.Minute
 // schedulesPerPass bounds the schedules one pass locks.
 const schedulesPerPass = 500
 
+// backfillTimeout bounds a backfill requested in SQL that a worker carries
+// out: up to 10,000 runs started in one transaction, longer than a
+// statement. The worker's ticker waits for it; the other workers decide
+// the ticks meanwhile.
+const backfillTimeout = time.Minute
+
 // ScheduleObserver is an optional interface of an Observer (the otel
 // package implements it): it hears of every tick of a schedule the worker
 // decides, with the decision (started, skipped, missed, buffered: the
@@ -79,7 +85,9 @@ func (w *Worker) declareSchedules(ctx context.Context) error {
 // tickSchedules decides the schedules' due ticks until ctx ends: a check at
 // the earliest next tick by the database's clock, at least every
 // scheduleEvery (scheduleIdle without any schedule), at once again after a
-// pass that was full. A pass that
+// pass that was full, and at a backfill_schedule's notice. A check that
+// finds a backfill requested in SQL waiting carries it out after the pass
+// (then checks again at once: another may wait). A pass that
 // fails is retried after scheduleEvery, its error logged as the worker's
 // other paths' are.
 func (w *Worker) tickSchedules(ctx context.Context) {
@@ -92,6 +100,7 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-w.listener.backfills:
 		}
 		wait := scheduleEvery
 		pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
@@ -130,7 +139,45 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 			case pass.Next > 0:
 				wait = min(pass.Next, scheduleEvery)
 			}
+			if pass.Backfill && w.carryOutBackfill(ctx, retry) {
+				wait = 0
+			}
 		}
 		timer.Reset(wait)
 	}
+}
+
+// carryOutBackfill carries out one backfill requested in SQL, if one still
+// waits (another worker may have taken it), within backfillTimeout, and
+// logs its outcome; it reports whether it took one. One whose transaction
+// failed is recorded so (FailBackfill): tried again in a minute, not at
+// the next check.
+func (w *Worker) carryOutBackfill(ctx context.Context, retry bool) bool {
+	bctx, cancel := context.WithTimeout(ctx, max(backfillTimeout, w.cfg.StatementTimeout))
+	req, ok, err := w.store.CarryOutBackfill(bctx, w.cfg.Label, retry)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+	case err != nil:
+		w.ticks.failed(err)
+		if ok {
+			fctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+			if err := w.store.FailBackfill(fctx, req.ID, w.cfg.Label, err.Error()); err != nil && ctx.Err() == nil {
+				w.ticks.failed(err)
+			}
+			cancel()
+		}
+	case !ok:
+	case req.Done && req.Error == "":
+		w.cfg.Logger.Info("tenure: carried out a backfill requested in SQL", "worker", w.cfg.Label, "schedule", req.Schedule,
+			"request", req.ID, "started", len(req.Ticks))
+	case req.Done:
+		w.cfg.Logger.Warn("tenure: refused a backfill requested in SQL (schedule_backfills.error says why)", "worker", w.cfg.Label,
+			"schedule", req.Schedule, "request", req.ID, "error", req.Error)
+	default:
+		w.cfg.Logger.Warn("tenure: this worker cannot carry out a backfill requested in SQL: it leaves it to workers that can, "+
+			"and tries again in a minute (schedule_backfills.error says why)",
+			"worker", w.cfg.Label, "schedule", req.Schedule, "request", req.ID, "error", req.Error)
+	}
+	return ok
 }

@@ -164,7 +164,8 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	w.ticks = newTrouble("decide schedule ticks", troubleLogEvery, log, observe)
 	w.flows = &flows{store: st, label: w.cfg.Label, log: log}
 	w.claimer.flows = w.flows
-	w.listener = &listener{cfg: &w.cfg, store: st, connect: w.connect, claims: w.claimer, pool: w.pool}
+	w.listener = &listener{cfg: &w.cfg, store: st, connect: w.connect, claims: w.claimer, pool: w.pool,
+		backfills: make(chan struct{}, 1)}
 	return w, nil
 }
 
