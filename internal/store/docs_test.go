@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // sqlBlock finds the ```sql blocks of a Markdown file.
@@ -33,6 +35,14 @@ func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
 	completed := h.run(outcome{workflow: "orders", activity: "email", errors: 2})
 	// The downstream the flow control blocks change, as a worker declares it.
 	if err := st.DeclareDownstream(t.Context(), "payments", []byte(`{"concurrency": 20, "retry_ratio": 0.2, "retry_per_s": 10}`), "docs-worker", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	// The schedule the schedules' blocks pause, trigger and backfill, its
+	// first tick computed by a worker's pass.
+	if err := st.DeclareSchedules(t.Context(), []store.ScheduleDecl{{Name: "nightly-report", Spec: "0 3 * * *", Workflow: "report"}}, "docs-worker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DecideTicks(t.Context(), "docs-worker", 10, true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,5 +88,13 @@ func TestDocs_SQLReferenceQueriesRun(t *testing.T) {
 	}
 	if d, err := st.Downstream(t.Context(), "payments"); err != nil || d.Overridden() || d.Limits.Concurrency != 20 {
 		t.Fatalf("downstream after the docs' set and reset: %+v, %v", d, err)
+	}
+	// The schedules' blocks triggered the schedule and asked for a
+	// backfill, which a worker carries out: its three nights' ticks.
+	if ticks, err := st.ScheduleTicks(t.Context(), "nightly-report", 0); err != nil || len(ticks) != 1 || ticks[0].Decision != store.TickTriggered {
+		t.Fatalf("the schedule's ticks after the docs' trigger: %+v, %v", ticks, err)
+	}
+	if req, ok, err := st.CarryOutBackfill(t.Context(), "docs-worker", false); err != nil || !ok || !req.Done || len(req.Ticks) != 3 {
+		t.Fatalf("the docs' backfill request, carried out: %+v, %v, %v; want the 3 nights' ticks started", req, ok, err)
 	}
 }
