@@ -224,6 +224,9 @@ func (s *Store) startBackfill(ctx context.Context, tx pgx.Tx, b backfill, bs bac
 // backfill_schedule: a row of schedule_backfills), as CarryOutBackfill left
 // it.
 type BackfillRequest struct {
+	// ID is the request's (schedule_backfills.id, what backfill_schedule
+	// returned); Schedule, From and To what it asks: the schedule's ticks
+	// in [From, To].
 	ID       int64
 	Schedule string
 	From, To time.Time
