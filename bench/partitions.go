@@ -20,7 +20,9 @@ import (
 // the layout is built: the partition size follows from it.
 //
 // The views that read the two tables are made again over the partitioned
-// ones (a view binds to its tables, not to their names).
+// ones (a view binds to its tables, not to their names), and each partition
+// gets the tables' storage parameters (fillfactor 50: the update that ends
+// an attempt or a step stays on its page).
 
 // sqlPartition turns steps and attempts of {schema} into %d partitions.
 const sqlPartition = `
@@ -33,6 +35,7 @@ DECLARE
     lo text;
     hi text;
     d date;
+    opts text;
 BEGIN
     WITH RECURSIVE v(oid, depth) AS (
         SELECT DISTINCT r.ev_class, 1 FROM pg_depend x JOIN pg_rewrite r ON r.oid = x.objid
@@ -50,12 +53,15 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['steps', 'attempts'] LOOP
         EXECUTE format('ALTER TABLE {schema}.%%I RENAME TO %%I', t, t || '_plain');
         EXECUTE format('CREATE TABLE {schema}.%%I (LIKE {schema}.%%I INCLUDING ALL) PARTITION BY RANGE (run_id)', t, t || '_plain');
+        -- (The storage parameters, fillfactor above all, are each partition's.)
+        SELECT ' WITH (' || array_to_string(c.reloptions, ', ') || ')' INTO opts
+        FROM pg_class c WHERE c.oid = format('{schema}.%%I', t || '_plain')::regclass;
         FOR i IN 0..n - 1 LOOP
             d := current_date - (n - 2) + i;
             lo := CASE WHEN i = 0 THEN 'MINVALUE' ELSE quote_literal({schema}_bench_uuid(d - 1)) END;
             hi := CASE WHEN i = n - 1 THEN 'MAXVALUE' ELSE quote_literal({schema}_bench_uuid(d)) END;
-            EXECUTE format('CREATE TABLE {schema}.%%I PARTITION OF {schema}.%%I FOR VALUES FROM (%%s) TO (%%s)',
-                           t || '_p' || i, t, lo, hi);
+            EXECUTE format('CREATE TABLE {schema}.%%I PARTITION OF {schema}.%%I FOR VALUES FROM (%%s) TO (%%s)%%s',
+                           t || '_p' || i, t, lo, hi, coalesce(opts, ''));
         END LOOP;
         EXECUTE format('INSERT INTO {schema}.%%I SELECT * FROM {schema}.%%I', t, t || '_plain');
         EXECUTE format('DROP TABLE {schema}.%%I', t || '_plain');
