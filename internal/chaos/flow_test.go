@@ -102,8 +102,8 @@ func TestPostgresRestart_LimitsHoldAndLeakNothing(t *testing.T) {
 	t.Parallel()
 	cluster := crashableCluster(t)
 	e := newEnvOn(t, cluster.URL(), "public")
-	w1 := e.worker("w1")
-	w2 := e.worker("w2")
+	w1 := e.worker("w1", leaseOutlastsRestarts)
+	w2 := e.worker("w2", leaseOutlastsRestarts)
 	var ids []uuid.UUID
 	for range 24 {
 		ids = append(ids, e.start(
