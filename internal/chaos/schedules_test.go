@@ -198,3 +198,57 @@ func TestSchedules_AWorkersClockOffByAnHourDecidesNoExtraAndNoMissingTick(t *tes
 		strings.Join(alone, ", "), strings.Join(measured, ", "))
 	e.check()
 }
+
+// Three worker processes decide a one-second schedule's ticks while
+// PostgreSQL restarts, fast twice and then immediately (a crash, with
+// synchronous commits), a few ticks apart: a pass that met a restart
+// decided nothing and is retried, so every second from the first tick to
+// the last is still one row (started, or missed while the server was down:
+// catch up latest), every started tick one run of the tick's key, and every
+// such run completes. The workers outlive the restarts, and the chaos
+// invariants hold.
+func TestPostgresRestart_SchedulesDecideEachSecondOnce(t *testing.T) {
+	t.Parallel()
+	cluster := crashableCluster(t)
+	e := newEnvOn(t, cluster.URL(), "public")
+	withSchedule := func(c *fleet.Config) { c.Schedule = "@every 1s" }
+	var workers []*fleet.Worker
+	for _, l := range []string{"tick-a", "tick-b", "tick-c"} {
+		workers = append(workers, e.worker(l, withSchedule))
+	}
+	// Progress is ticks started after a moment of the database's clock,
+	// read once the server is back: some pass reached it after the restart.
+	progress := func(what string) {
+		since := mustQuery[time.Time](e, `SELECT clock_timestamp()`)
+		e.eventually(what, func() (bool, error) {
+			n, err := query[int](e, `SELECT count(*) FROM {schema}.schedule_ticks WHERE decision = 'started' AND nominal_at > $1`, since)
+			return n >= 3, err
+		})
+	}
+	progress("ticks started")
+	var took []string
+	for i, restart := range []func() error{cluster.Restart, cluster.Restart, cluster.RestartImmediate} {
+		began := time.Now()
+		if err := restart(); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(began).Round(time.Millisecond).String())
+		progress(fmt.Sprintf("ticks started after restart %d", i+1))
+	}
+	for _, w := range workers {
+		if _, err := w.Stats(e.ctx); err != nil { // alive and answering after the restarts
+			t.Fatalf("worker %s: %v", w.Label, err)
+		}
+	}
+	// Paused, the schedule starts no run after its last one completes: the
+	// invariants below want every run ended.
+	if err := e.op.PauseSchedule(e.ctx, "chaos-schedule", "the test's end"); err != nil {
+		t.Fatal(err)
+	}
+	rows, seconds, decisions := assertEachSecondOnce(e, 12, "after three restarts")
+	for _, w := range workers {
+		stopGracefully(t, w)
+	}
+	e.check()
+	t.Logf("%d ticks over %d s, %s; restarts (fast, fast, immediate) took %s", rows, seconds, decisions, strings.Join(took, ", "))
+}
