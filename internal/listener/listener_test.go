@@ -157,6 +157,12 @@ func TestRun_UnreachableBacksOffAndWarnsOncePerError(t *testing.T) {
 	t.Parallel()
 	var l logs
 	cfg := config(t, pgtest.URL(t), &l)
+	// A ceiling far above Retry: a backoff not reset after the new loss
+	// below would wait at least a second, where a reset one waits 10 to
+	// 20 ms, so that a loaded machine's scheduling (a reconnection took
+	// 218 ms in a CI run beside other packages' tests, against a ceiling
+	// of 400 ms) cannot be mistaken for either.
+	cfg.MaxRetry = 2 * time.Second
 	var mu sync.Mutex
 	var tries []time.Time
 	refused := errors.New("connection refused")
@@ -189,8 +195,8 @@ func TestRun_UnreachableBacksOffAndWarnsOncePerError(t *testing.T) {
 		gaps = append(gaps, tries[i].Sub(tries[i-1]))
 	}
 	mu.Unlock()
-	// Delays 20, 40, 80, 160, 320, 400, 400ms, each jittered to at least half.
-	want := []time.Duration{20, 40, 80, 160, 320, 400, 400}
+	// Delays 20, 40, 80, 160, 320, 640, 1280ms, each jittered to at least half.
+	want := []time.Duration{20, 40, 80, 160, 320, 640, 1280}
 	for i, g := range gaps {
 		if min := want[i] * time.Millisecond / 2; g < min {
 			t.Errorf("try %d came %s after the previous; want at least %s (gaps %v)", i+2, g, min, gaps)
