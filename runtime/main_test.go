@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/internal/noleaks"
@@ -235,4 +236,22 @@ func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 func (g *gate) wait() {
 	g.waiting.Add(1)
 	<-g.open
+}
+
+// tracedPool is a pool on e's database whose every connection (a worker's
+// own, its committer's and heartbeat's included) reports its statements to
+// tracer; closed at the test's end.
+func (e *env) tracedPool(t testing.TB, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(e.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/internal/faultproxy"
@@ -609,17 +608,8 @@ func TestSignal_ThousandWaitingRunsHoldNoLeaseAndCostNoStatements(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(e.pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &statements{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := e.tracedPool(t, counter)
 	wcfg := e.config()
 	wcfg.Concurrency = 100
 	wcfg.PollInterval = 100 * time.Millisecond
@@ -697,17 +687,8 @@ func TestHeartbeat_OneStatementPerIntervalWhateverTheWorkerHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(e.pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &statements{}
-	cfg.ConnConfig.Tracer = counter // the heartbeat's own connection is opened with it too
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := e.tracedPool(t, counter) // the heartbeat's own connection is opened with it too
 	wcfg := e.config()
 	wcfg.Concurrency = runs
 	wcfg.HeartbeatInterval = 100 * time.Millisecond

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/runtime"
 	"github.com/tenurehq/tenure/sdk"
@@ -164,17 +163,8 @@ func TestSchedules_AnIdleTickerSendsOneStatementACheck(t *testing.T) {
 	e.exec(`INSERT INTO {schema}.schedules (name, spec, workflow) VALUES ('nightly', '@daily', 'idle')`)
 	e.exec(`INSERT INTO {schema}.schedule_backfills (schedule, from_at, to_at, done_at, ticks)
 		SELECT 'nightly', now() - interval '1 day', now(), now(), '{}' FROM generate_series(1, 1000)`)
-	cfg, err := pgxpool.ParseConfig(e.pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &scheduleStatements{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := e.tracedPool(t, counter)
 	wcfg := e.config()
 	wf, _ := tickReader("idle")
 	w, err := runtime.NewWorker(pool, wcfg)
