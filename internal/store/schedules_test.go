@@ -270,14 +270,7 @@ func TestBackfillSchedule_StartsTheTicksOfARangeThatHaveNoRun(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := t.Context()
-	if err := st.DeclareSchedules(ctx, []store.ScheduleDecl{{Name: "m", Spec: "@every 1m", Workflow: "wf", Catchup: store.CatchupNone}}, "w"); err != nil {
-		t.Fatal(err)
-	}
-	pass(t, st)
-	behind(t, st, "m", 3)
-	pass(t, st) // catch-up none: 3 missed, the on-time one started
-	now := scalar[time.Time](t, st, `SELECT date_trunc('minute', now())`)
-	from, to := now.Add(-5*time.Minute), now
+	from, to := missedMinutes(t, st)
 	dry, err := st.BackfillSchedule(ctx, "m", from, to, true, "")
 	if err != nil || len(dry) != 5 || !dry[0].Equal(from) {
 		t.Fatalf("dry run: %v, %v; want the 5 ticks without a run from %s", dry, err, from)
@@ -298,7 +291,7 @@ func TestBackfillSchedule_StartsTheTicksOfARangeThatHaveNoRun(t *testing.T) {
 	if got := scalar[string](t, st, `SELECT runs || ' ' || note FROM {schema}.audit_log WHERE filter->>'change' = 'backfilled'`); got != "5 INC-3" {
 		t.Fatalf("the backfill's audit row: %s", got)
 	}
-	for _, bad := range [][2]time.Time{{to, from}, {from, now.Add(time.Hour)}, {now.Add(-30 * 24 * time.Hour), now}} {
+	for _, bad := range [][2]time.Time{{to, from}, {from, to.Add(time.Hour)}, {to.Add(-30 * 24 * time.Hour), to}} {
 		if _, err := st.BackfillSchedule(ctx, "m", bad[0], bad[1], true, ""); !errors.Is(err, store.ErrBackfillRange) {
 			t.Errorf("backfill %s to %s: %v, want ErrBackfillRange", bad[0], bad[1], err)
 		}
@@ -363,4 +356,20 @@ func TestBackfillAndSet_LeaveTheWorkersTheirTicks(t *testing.T) {
 	if err := st.DeleteSchedule(ctx, "none", ""); !errors.Is(err, store.ErrNoSchedule) {
 		t.Fatalf("delete of no schedule: %v", err)
 	}
+}
+
+// missedMinutes declares schedule m (@every 1m, catch-up none), puts it
+// three minutes behind and passes: its last five minutes then hold three
+// missed ticks, the on-time one started, and one from before it existed.
+// It returns those five minutes, from and to included.
+func missedMinutes(t *testing.T, st *store.Store) (from, to time.Time) {
+	t.Helper()
+	if err := st.DeclareSchedules(t.Context(), []store.ScheduleDecl{{Name: "m", Spec: "@every 1m", Workflow: "wf", Catchup: store.CatchupNone}}, "w"); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, st)
+	behind(t, st, "m", 3)
+	pass(t, st) // catch-up none: 3 missed, the on-time one started
+	now := scalar[time.Time](t, st, `SELECT date_trunc('minute', now())`)
+	return now.Add(-5 * time.Minute), now
 }
