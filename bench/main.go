@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,9 +55,10 @@ type config struct {
 	riverCooldown     time.Duration
 	riverPoll         time.Duration
 
-	lRounds int        // L: pairs of its variants (none, limit)
-	lLimit  int        // L: the concurrency limit that never binds
-	flow    flowConfig // F-conc, F-rate, F-breaker
+	lRounds   int        // L: pairs of its variants (none, limit)
+	hAttempts []int      // H: the sizes of history, in attempts (growth.go)
+	lLimit    int        // L: the concurrency limit that never binds
+	flow      flowConfig // F-conc, F-rate, F-breaker
 
 	log io.Writer // progress; the table goes to stdout
 }
@@ -98,6 +100,10 @@ var allSystems = []string{"tenure", "river", "dbos"}
 var allLoads = []string{"A", "A'", "B", "C", "D", "E", "S", "L"}
 var flowLoads = []string{"F-conc", "F-rate", "F-breaker"}
 
+// moreLoads run only when -workloads names them: the flow scenarios and H,
+// which fills histories of up to 10^7 attempts (growth.go; about 15 minutes).
+var moreLoads = append(slices.Clone(flowLoads), "H")
+
 // supports says which system takes part in which workload.
 var supports = map[string][]string{
 	"A":  {"tenure", "dbos"},
@@ -112,6 +118,7 @@ var supports = map[string][]string{
 	"F-conc":    {"tenure"},
 	"F-rate":    {"tenure"},
 	"F-breaker": {"tenure"},
+	"H":         {"tenure"},
 }
 
 func main() {
@@ -134,7 +141,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	}
 	fs.StringVar(&url, "database", url, "PostgreSQL URL (default $DATABASE_URL, else the local server)")
 	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to measure")
-	loads := fs.String("workloads", strings.Join(allLoads, ","), "workloads to run (also "+strings.Join(flowLoads, ", ")+")")
+	loads := fs.String("workloads", strings.Join(allLoads, ","), "workloads to run (also "+strings.Join(moreLoads, ", ")+")")
 	var scale float64
 	fs.Float64Var(&scale, "scale", 1, "multiply every run count (0.1 for a quick run)")
 	fs.Float64Var(&scale, "n", 1, "same as -scale")
@@ -150,6 +157,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.IntVar(&c.partitions, "partitions", 0, "Tenure's steps and attempts as this many range partitions of the run ID, a day each (0: not partitioned; partitions.go)")
 	fs.IntVar(&c.lRounds, "l-rounds", 2, "L: pairs of its variants, in the order none, limit, limit, none, ...")
 	fs.IntVar(&c.lLimit, "l-limit", 100000, "L: the concurrency limit, which never binds")
+	hAttempts := fs.String("h-attempts", "100000,1000000,10000000", "H: the sizes of history to measure, in attempts")
 	fs.IntVar(&c.flow.workers, "flow-workers", 4, "flow scenarios: worker processes")
 	fs.IntVar(&c.flow.workerConcurrency, "flow-worker-concurrency", 20, "flow scenarios: runs each worker process executes at once")
 	fs.DurationVar(&c.flow.lease, "flow-lease", 5*time.Second, "flow scenarios: the workers' LeaseTTL (F-conc's kill waits for it)")
@@ -181,9 +189,16 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 	}
 	for _, l := range c.loads {
-		if !slices.Contains(allLoads, l) && !slices.Contains(flowLoads, l) {
-			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(append(slices.Clone(allLoads), flowLoads...), ","))
+		if !slices.Contains(allLoads, l) && !slices.Contains(moreLoads, l) {
+			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(append(slices.Clone(allLoads), moreLoads...), ","))
 		}
+	}
+	for _, f := range strings.Split(*hAttempts, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return fmt.Errorf("-h-attempts %q: want sizes of history in attempts, each 1 or more, separated by commas", *hAttempts)
+		}
+		c.hAttempts = append(c.hAttempts, v)
 	}
 	if c.history < 0 {
 		return fmt.Errorf("-history %d: want 0 or more finished runs", c.history)
@@ -215,7 +230,7 @@ func runAll(ctx context.Context, c config) ([]result, error) {
 	}
 	defer m.close()
 	var results []result
-	for _, load := range append(slices.Clone(allLoads), flowLoads...) {
+	for _, load := range append(slices.Clone(allLoads), moreLoads...) {
 		if !slices.Contains(c.loads, load) {
 			continue
 		}
@@ -260,6 +275,8 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 		return one(flowConc(ctx, c, m))
 	case "tenure F-rate":
 		return one(flowRate(ctx, c, m))
+	case "tenure H":
+		return tenureGrowth(ctx, c, m)
 	case "tenure F-breaker":
 		return one(flowBreaker(ctx, c, m))
 	case "river A'":
