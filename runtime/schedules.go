@@ -25,6 +25,15 @@ const scheduleIdle = 10 * time.Second
 // ticks a worker could not compute (their error set).
 const scheduleRetryEvery = time.Minute
 
+// historyEvery is how often a worker's ticker makes the coming days'
+// partitions of steps and attempts (store.EnsureHistoryPartitions), and
+// historyRetry how soon after a failed try; every worker does, at start
+// too: the function takes turns and makes only what is missing.
+const (
+	historyEvery = time.Hour
+	historyRetry = time.Minute
+)
+
 // schedulesPerPass bounds the schedules one pass locks.
 const schedulesPerPass = 500
 
@@ -94,13 +103,16 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	warned := map[string]time.Time{} // schedules whose ticks this worker cannot compute, when last warned of
-	var retried time.Time
+	var retried, partitioned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		case <-w.listener.backfills:
+		}
+		if time.Since(partitioned) >= historyEvery {
+			partitioned = w.ensurePartitions(ctx)
 		}
 		wait := scheduleEvery
 		pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
@@ -145,6 +157,28 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 		}
 		timer.Reset(wait)
 	}
+}
+
+// ensurePartitions makes the coming days' partitions of steps and attempts
+// and returns when to count the next try from: now, or, after a failure,
+// so that it comes historyRetry later. A failure is logged: the runs of a
+// day without a partition go to the DEFAULT one, which later partitions
+// must not find full.
+func (w *Worker) ensurePartitions(ctx context.Context) time.Time {
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+	made, err := w.store.EnsureHistoryPartitions(pctx)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+	case err != nil:
+		w.cfg.Logger.Warn("tenure: could not make the coming days' partitions of steps and attempts; retrying in a minute "+
+			"(runs of a day without one go to steps_default and attempts_default; SELECT ensure_history_partitions() makes them by hand)",
+			"worker", w.cfg.Label, "error", err)
+		return time.Now().Add(historyRetry - historyEvery)
+	case len(made) > 0:
+		w.cfg.Logger.Info("tenure: made partitions of steps and attempts", "worker", w.cfg.Label, "partitions", made)
+	}
+	return time.Now()
 }
 
 // carryOutBackfill carries out one backfill requested in SQL, if one still

@@ -50,6 +50,7 @@ func ExampleMigrate() {
 	// 19 pinning true
 	// 20 schedules true
 	// 21 schedule_sql true
+	// 22 history_partitions true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -81,7 +82,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (21, 'schedule_sql');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (22, 'history_partitions');
 	//
 	// COMMIT;
 }
@@ -108,5 +109,6 @@ func ExampleScriptFrom() {
 	// 19 pinning true
 	// 20 schedules true
 	// 21 schedule_sql true
+	// 22 history_partitions true
 	// true
 }

@@ -228,7 +228,7 @@ func checkFlowPlans(t *testing.T, history int) {
 
 var (
 	flowScan    = regexp.MustCompile(`(Seq Scan|Index Scan|Index Only Scan|Bitmap Heap Scan)( Backward)?( using \S+)? on (flow_slots|flow_keys|flow_waiters|downstream_state|throttles|runs|attempts)\b`)
-	flowSeqScan = regexp.MustCompile(`Seq Scan on (flow_slots|flow_keys|flow_waiters|throttles|runs|attempts)\b`)
+	flowSeqScan = regexp.MustCompile(`Seq Scan on (flow_slots|flow_keys|flow_waiters|throttles|runs|attempts(_[0-9a-z]+)?)\b`)
 	removed     = regexp.MustCompile(`Rows Removed by (Join )?Filter: (\d+)`)
 )
 

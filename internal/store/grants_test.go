@@ -26,9 +26,10 @@ import (
 // that a read-only role can look but not requeue.
 //
 // Upgraded, the same with the grants of a schema before version 11 (no
-// wakes table) and before version 21 (no schedule_backfills): migrations 11
-// and 21 give each role what it needs on the new table from what it had on
-// signals, on schedule_ticks.
+// wakes table), before version 21 (no schedule_backfills) and before
+// version 22 (no ensure_history_partitions): migrations 11, 21 and 22 give
+// each role what it needs on the new table or function from what it had on
+// signals, on schedule_ticks, on flow_sweep, runs and attempts.
 func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -43,15 +44,18 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	// schedule_backfills.
 	before := regexp.MustCompile(`, tenure\.wakes(_id_seq)?`).ReplaceAllString(string(m[1]), "")
 	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON tenure\.schedule_backfills TO [^\n]*\n`).ReplaceAllString(before, "")
-	if code := regexp.MustCompile(`--.*`).ReplaceAllString(before, ""); strings.Contains(code, "wakes") || strings.Contains(code, "schedule_backfills") {
-		t.Fatalf("the grants without wakes and schedule_backfills still name them:\n%s", before)
+	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON FUNCTION tenure\.ensure_history_partitions TO [^\n]*\n`).ReplaceAllString(before, "")
+	if code := regexp.MustCompile(`--.*`).ReplaceAllString(before, ""); strings.Contains(code, "wakes") || strings.Contains(code, "schedule_backfills") ||
+		strings.Contains(code, "ensure_history_partitions") {
+		t.Fatalf("the grants without wakes, schedule_backfills and ensure_history_partitions still name them:\n%s", before)
 	}
 	t.Run("upgraded", func(t *testing.T) { checkRoles(t, before, true) })
 }
 
 // checkRoles applies grants (docs/operations.md's block) to three roles of
 // a new schema and checks what each can do; with upgrade, it then runs the
-// grants of migrations 11 and 21, as upgrades from versions 10 and 20 do.
+// grants of migrations 11, 21 and 22, as upgrades from versions 10, 20 and
+// 21 do.
 func checkRoles(t *testing.T, grants string, upgrade bool) {
 	owner := newStore(t)
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
@@ -71,7 +75,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
 		t.Fatalf("the documented grants: %v", err)
 	}
-	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql"} {
+	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql"} {
 		if !upgrade {
 			break
 		}
@@ -79,7 +83,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		do := string(body[strings.Index(string(body), "DO $$"):])
+		do := string(body[strings.LastIndex(string(body), "DO $$"):]) // the grants' block, each migration's last
 		if _, err := owner.Pool().Exec(t.Context(), strings.ReplaceAll(do, "{schema}", ident)); err != nil {
 			t.Fatalf("the grants of %s: %v", file, err)
 		}
@@ -131,6 +135,11 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if err := worker.PruneWorkers(t.Context(), worker.Pool()); err != nil {
 		t.Errorf("registry pruning as the worker role: %v", err)
 	}
+	// The hourly partitions' upkeep, as the worker role (the function makes
+	// the tables with its owner's rights).
+	if _, err := worker.EnsureHistoryPartitions(t.Context()); err != nil {
+		t.Errorf("history partitions as the worker role: %v", err)
+	}
 	l := claimN(t, worker, 1)[0]
 	if _, err := worker.SendSignal(t.Context(), worker.Pool(), l.RunID, "go", []byte(`1`)); err != nil {
 		t.Errorf("send a signal as the worker role: %v", err)
@@ -158,6 +167,9 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	}
 	if _, err := readonly.RequeueFailures(t.Context(), store.RequeueFilter{Activity: "b"}, store.RequeueOptions{}); err == nil {
 		t.Error("the read-only role requeued")
+	}
+	if _, err := readonly.EnsureHistoryPartitions(t.Context()); err == nil {
+		t.Error("the read-only role may make partitions (EXECUTE on ensure_history_partitions is not revoked from PUBLIC)")
 	}
 
 	operator := as(roles["tenure_operator"])

@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/internal/store"
+)
+
+// Migration 22 turns steps and attempts of an existing install into
+// partitioned tables: every row is kept, the rows of an ID past the first
+// partition's bound (not a UUIDv7) go to the DEFAULT partition, the views
+// over the tables read the partitioned ones, and what was granted on the
+// tables and the views is granted on what replaced them.
+func TestMigration22_PartitionsStepsAndAttemptsKeepingRowsViewsAndGrants(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	migrateTo(t, pool, schema, 21)
+	// 1,000 runs of UUIDv7 IDs of the last hour, each with two steps of two
+	// attempts; one run of a random (version 4) ID high in the UUID space.
+	exec(t, pool, schema, `
+		INSERT INTO {schema}.runs (id, workflow, input, status, epoch, finished_at)
+		SELECT CASE WHEN i = 0 THEN 'f0000000-0000-4000-8000-000000000000'::uuid ELSE {schema}._uuid_v7() END,
+		       'orders', '{}', 'completed', 1, now()
+		FROM generate_series(0, 1000) AS i`)
+	exec(t, pool, schema, `
+		INSERT INTO {schema}.steps (run_id, step, activity, status, policy, finished_at)
+		SELECT r.id, s, 'charge', 'completed', '{}', now() FROM {schema}.runs r, generate_series(1, 2) AS s`)
+	exec(t, pool, schema, `
+		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, ended_at, epoch, worker, error_message)
+		SELECT s.run_id, s.step, a, 'charge', CASE a WHEN 1 THEN 'failed' ELSE 'succeeded' END, now(), 1, 'w', 'boom'
+		FROM {schema}.steps s, generate_series(1, 2) AS a`)
+	exec(t, pool, schema, `GRANT SELECT ON {schema}.attempts, {schema}.attempt_timeline TO PUBLIC`)
+
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tbl := range []string{"steps", "attempts"} {
+		if kind := query[string](t, pool, schema, `SELECT relkind::text FROM pg_class WHERE oid = '{schema}.`+tbl+`'::regclass`); kind != "p" {
+			t.Errorf("%s: relkind %q, want a partitioned table (p)", tbl, kind)
+		}
+	}
+	counts := query[[]int64](t, pool, schema, `SELECT ARRAY[
+		(SELECT count(*) FROM {schema}.steps), (SELECT count(*) FROM {schema}.attempts),
+		(SELECT count(*) FROM {schema}.steps_0), (SELECT count(*) FROM {schema}.attempts_0),
+		(SELECT count(*) FROM {schema}.steps_default), (SELECT count(*) FROM {schema}.attempts_default)]`)
+	if want := []int64{2002, 4004, 2000, 4000, 2, 4}; !slices.Equal(counts, want) {
+		t.Errorf("rows (steps, attempts; in _0; in _default) = %v, want %v", counts, want)
+	}
+	// The views read the partitioned tables: every attempt is in the timeline.
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.attempt_timeline`); n != 4004 {
+		t.Errorf("attempt_timeline has %d rows, want 4004", n)
+	}
+	for _, rel := range []string{"attempts", "attempt_timeline"} {
+		if !query[bool](t, pool, schema, `SELECT EXISTS (SELECT FROM pg_class c, aclexplode(c.relacl) AS x
+			WHERE c.oid = '{schema}.`+rel+`'::regclass AND x.grantee = 0 AND x.privilege_type = 'SELECT')`) {
+			t.Errorf("%s: the SELECT granted to PUBLIC before the migration is gone", rel)
+		}
+	}
+	// Tomorrow's and the day after's partitions exist; the first one ends
+	// where tomorrow's begins.
+	parts := query[[]string](t, pool, schema, `SELECT array_agg(c.relname::text ORDER BY c.relname)
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '{schema}.steps'::regclass`)
+	day := time.Now().UTC()
+	want := []string{"steps_0", "steps_" + day.AddDate(0, 0, 1).Format("20060102"), "steps_" + day.AddDate(0, 0, 2).Format("20060102"), "steps_default"}
+	if !slices.Equal(parts, want) {
+		t.Errorf("partitions of steps %v, want %v", parts, want)
+	}
+	// Deleting a run's steps deletes their attempts, through the trigger
+	// made again on the partitioned table.
+	exec(t, pool, schema, `DELETE FROM {schema}.steps WHERE run_id = 'f0000000-0000-4000-8000-000000000000'`)
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.attempts_default`); n != 0 {
+		t.Errorf("%d attempts left of the deleted steps", n)
+	}
+}
+
+// ensure_history_partitions makes the days' partitions that are missing,
+// and only those; rows of a day already in the DEFAULT partition leave that
+// day to it, with a warning; a run's rows land in the partition of its ID's
+// day.
+func TestEnsureHistoryPartitions_MakesWhatIsMissingAndRoutesRowsByDay(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	pool, schema := st.Pool(), st.Schema()
+	if made, err := st.EnsureHistoryPartitions(t.Context()); err != nil || len(made) != 0 {
+		t.Fatalf("after the migration made them: made %v, %v; want nothing", made, err)
+	}
+	// A run of four days from now, before its partition exists: it goes to
+	// the DEFAULT partition, and that day gets no partition.
+	exec(t, pool, schema, `INSERT INTO {schema}.runs (id, workflow, input) VALUES ({schema}._history_bound(now() + interval '4 days'), 'w', '{}')`)
+	exec(t, pool, schema, `INSERT INTO {schema}.steps (run_id, step, activity, status, policy)
+		VALUES ({schema}._history_bound(now() + interval '4 days'), 1, 'a', 'running', '{}')`)
+	if got := query[string](t, pool, schema, `SELECT tableoid::regclass::text FROM {schema}.steps`); !strings.HasSuffix(got, "steps_default") {
+		t.Fatalf("a step of four days ahead is in %s, want steps_default", got)
+	}
+	made := query[[]string](t, pool, schema, `SELECT coalesce(array_agg(n ORDER BY n), '{}') FROM {schema}.ensure_history_partitions(5) AS n`)
+	day := time.Now().UTC()
+	var want []string
+	for _, d := range []int{3, 5} { // 4 is left to the DEFAULT partition
+		want = append(want, "attempts_"+day.AddDate(0, 0, d).Format("20060102"), "steps_"+day.AddDate(0, 0, d).Format("20060102"))
+	}
+	slices.Sort(want)
+	if !slices.Equal(made, want) {
+		t.Errorf("made %v, want %v", made, want)
+	}
+	// A run of three days ahead lands in its day's partition.
+	id := query[string](t, pool, schema, `SELECT {schema}._history_bound(now() + interval '3 days')::text`)
+	exec(t, pool, schema, `INSERT INTO {schema}.steps (run_id, step, activity, status, policy) VALUES ($1, 1, 'a', 'running', '{}')`, id)
+	if got := query[string](t, pool, schema, `SELECT tableoid::regclass::text FROM {schema}.steps WHERE run_id = $1`, id); !strings.HasSuffix(got, "steps_"+day.AddDate(0, 0, 3).Format("20060102")) {
+		t.Errorf("a step of three days ahead is in %s", got)
+	}
+	if _, err := pool.Exec(t.Context(), `SELECT `+pgx.Identifier{schema}.Sanitize()+`.ensure_history_partitions(-1)`); err == nil || !strings.Contains(err.Error(), "want 0 to 366 days") {
+		t.Errorf("ensure_history_partitions(-1): %v, want a clear refusal", err)
+	}
+	// docs/operations.md's watch of the DEFAULT partitions sees the step of
+	// four days ahead.
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watch string
+	for _, b := range sqlBlock.FindAllStringSubmatch(string(doc), -1) {
+		if strings.Contains(b[1], "steps_default") {
+			watch = b[1]
+		}
+	}
+	if watch == "" {
+		t.Fatal("no query of the DEFAULT partitions in docs/operations.md")
+	}
+	var steps, attempts int64
+	if err := pool.QueryRow(t.Context(), strings.ReplaceAll(watch, "tenure.", pgx.Identifier{schema}.Sanitize()+".")).Scan(&steps, &attempts); err != nil || steps != 1 || attempts != 0 {
+		t.Errorf("docs/operations.md's query of the DEFAULT partitions: %d steps, %d attempts, %v; want 1, 0", steps, attempts, err)
+	}
+}
