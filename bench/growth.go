@@ -349,7 +349,8 @@ func growthSizing(ctx context.Context, e *tenureEnv) (string, error) {
 	for _, t := range []string{"runs", "steps", "attempts", "failures"} {
 		var rows, bytes int64
 		name := pgx.Identifier{e.schema, t}.Sanitize()
-		if err := e.pool.QueryRow(ctx, `SELECT count(*), (SELECT sum(pg_total_relation_size(relid))::bigint FROM pg_partition_tree($1::regclass)) FROM `+name, name).Scan(&rows, &bytes); err != nil {
+		if err := e.pool.QueryRow(ctx, `SELECT count(*), coalesce((SELECT sum(pg_total_relation_size(relid))::bigint FROM pg_partition_tree($1::regclass)),
+			pg_total_relation_size($1::regclass)) FROM `+name, name).Scan(&rows, &bytes); err != nil {
 			return "", err
 		}
 		if rows > 0 {
