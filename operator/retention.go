@@ -51,3 +51,45 @@ func (op *Operator) PurgeFailures(ctx context.Context, o PurgeOptions) (record.P
 	}
 	return op.store.PurgeFailures(ctx, store.PurgeOptions(o))
 }
+
+// Retention reads the retention configured (the SQL table
+// history_retention): the ages after which retention drops the histories
+// of completed, cancelled and failed runs. A new schema keeps everything.
+func (op *Operator) Retention(ctx context.Context) (record.HistoryRetention, error) {
+	if err := op.ready(ctx); err != nil {
+		return record.HistoryRetention{}, err
+	}
+	return op.store.RetentionConfigured(ctx)
+}
+
+// SetRetention sets the retention (set_history_retention): r's ages (each
+// at least an hour, or 0 to keep that kind of run for good), Archive and
+// Note. Workers carry it out within ten minutes; RetainHistory does at
+// once. One audit row.
+func (op *Operator) SetRetention(ctx context.Context, r record.HistoryRetention) error {
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.SetRetention(ctx, r)
+}
+
+// RetainHistory carries out the retention configured now (the procedure
+// retain_history), as the workers do every ten minutes: each day's
+// partitions of steps and attempts of which some run may go are dropped,
+// the histories the retention keeps moved to the day's new partitions
+// first. It returns at once when another process is at it. by names who
+// did it in the ledger (HistoryDrops) and the audit log.
+func (op *Operator) RetainHistory(ctx context.Context, by, note string) error {
+	if err := op.ready(ctx); err != nil {
+		return err
+	}
+	return op.store.RetainHistory(ctx, by, note)
+}
+
+// HistoryDrops lists retention's drops, newest first, up to limit.
+func (op *Operator) HistoryDrops(ctx context.Context, limit int) ([]record.HistoryDrop, error) {
+	if err := op.ready(ctx); err != nil {
+		return nil, err
+	}
+	return op.store.HistoryDrops(ctx, limit)
+}

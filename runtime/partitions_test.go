@@ -2,12 +2,18 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/internal/storetest"
 	"github.com/tenurehq/tenure/sdk"
 )
 
@@ -56,4 +62,87 @@ func TestWorker_MakesTheComingDaysPartitionsAndSaysWhenItCannot(t *testing.T) {
 	if out, err := result(t, r); err != nil || out != 7 {
 		t.Fatalf("a run after the warning: %d, %v", out, err)
 	}
+}
+
+// Retention while workers run removes nothing of an unfinished run: 20 runs
+// of five days ago (by their IDs) run three steps each on a worker while
+// retention drops their day again and again (expired runs of that day are
+// added before each pass), each drop moving the open runs' histories to
+// the day's new partition under the lock that holds their workers' writes.
+// Every run completes with each step run once and recorded once.
+func TestRetention_WhileWorkersRunRemovesNothingOfAnUnfinishedRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := storetest.Backdate(e.ctx, e.pool, e.schema, 10); err != nil {
+		t.Fatal(err)
+	}
+	var calls sync.Map // "run/step" -> *atomic.Int32
+	step := activities.New("old-step", func(ctx context.Context, x in) (int, error) {
+		info, _ := activities.InfoFrom(ctx)
+		v, _ := calls.LoadOrStore(fmt.Sprintf("%s/%d", info.RunID, x.N), new(atomic.Int32))
+		v.(*atomic.Int32).Add(1)
+		time.Sleep(30 * time.Millisecond)
+		return x.N, nil
+	})
+	wf := sdk.NewWorkflow("old-runs", func(ctx context.Context, x in) (int, error) {
+		sum := 0
+		for i := 1; i <= 3; i++ {
+			n, err := sdk.Execute(ctx, step, in{N: i})
+			if err != nil {
+				return 0, err
+			}
+			sum += n
+		}
+		return sum, nil
+	})
+	const runs = 20
+	e.exec(strings.ReplaceAll(`INSERT INTO {schema}.runs (id, workflow, input, created_at)
+		SELECT `+storetest.DayID(5, "open")+`, 'old-runs', '{"N": 0}', now() - interval '5 days' FROM generate_series(1, 20) AS i`, "{schema}", e.schema))
+	if err := e.store.SetRetention(e.ctx, store.HistoryRetention{Completed: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config()
+	cfg.Concurrency = 4 // the runs take a while: drops happen between their steps
+	e.worker(cfg, wf)
+	passes := 0
+	for batch := 0; q[int](e, `SELECT count(*) FROM {schema}.runs WHERE workflow = 'old-runs' AND status <> 'completed'`) > 0; batch++ {
+		if batch > 2000 {
+			t.Fatal("the runs did not complete")
+		}
+		// Expired runs of the same day, so that the pass drops it again.
+		e.exec(strings.ReplaceAll(`INSERT INTO {schema}.runs (id, workflow, input, status, epoch, created_at, finished_at)
+			SELECT `+storetest.DayID(5, fmt.Sprint("gone-", batch))+`, 'gone', '{}', 'completed', 1, now() - interval '5 days', now() - interval '5 days'
+			FROM generate_series(1, 5) AS i`, "{schema}", e.schema))
+		if err := e.store.RetainHistory(e.ctx, "test", ""); err != nil {
+			t.Fatal(err)
+		}
+		passes++
+	}
+	drops := q[int](e, `SELECT count(*) FROM {schema}.history_drops WHERE state = 'done'`)
+	if drops < 5 {
+		t.Fatalf("%d drops in %d passes while the runs ran, want at least 5", drops, passes)
+	}
+	if got := q[string](e, `SELECT count(*) FILTER (WHERE output = '6') || ' ' || count(*) FROM {schema}.runs WHERE workflow = 'old-runs'`); got != fmt.Sprintf("%d %d", runs, runs) {
+		t.Fatalf("old runs completed with output 6 / all: %s", got)
+	}
+	if got := q[string](e, `SELECT count(*) || ' ' || count(*) FILTER (WHERE s.status = 'completed') FROM {schema}.steps s
+		JOIN {schema}.runs r ON r.id = s.run_id WHERE r.workflow = 'old-runs'`); got != fmt.Sprintf("%d %d", 3*runs, 3*runs) {
+		t.Fatalf("steps of the old runs (all, completed): %s, want %d each", got, 3*runs)
+	}
+	if got := q[int](e, `SELECT count(*) FROM {schema}.attempts a JOIN {schema}.runs r ON r.id = a.run_id
+		WHERE r.workflow = 'old-runs' AND a.status = 'succeeded'`); got != 3*runs {
+		t.Fatalf("%d succeeded attempts of the old runs, want %d", got, 3*runs)
+	}
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		if c := v.(*atomic.Int32).Load(); c != 1 {
+			t.Errorf("step %v ran %d times", k, c)
+		}
+		return true
+	})
+	if n != 3*runs {
+		t.Errorf("%d steps ran, want %d", n, 3*runs)
+	}
+	t.Logf("%d passes, %d drops while %d runs ran", passes, drops, runs)
 }

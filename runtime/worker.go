@@ -84,6 +84,7 @@ type Worker struct {
 	names     []string // the workflows' names, sorted, from the start on
 	schedules []*sdk.Schedule
 	ticker    loop     // tickSchedules, between the start and the end of the drain
+	retainer  loop     // retainHistory, the same
 	ticks     *trouble // the schedules' passes' path to the database
 	started   bool
 	interrupt context.CancelCauseFunc // cancels every execution with errShutdown
@@ -313,9 +314,11 @@ func (w *Worker) prepare(ctx context.Context) (serve func(), err error) {
 		w.leases.start(loops, hb)
 
 		w.ticker = startLoop(ctx, w.tickSchedules)
+		w.retainer = startLoop(ctx, w.retainHistory)
 		w.claimer.start(ctx, base, names)
 		w.claimer.wait()
 		w.ticker.stop()
+		w.retainer.stop()
 		if ctx.Err() != nil {
 			interrupt(errShutdown)
 		}

@@ -51,6 +51,7 @@ func ExampleMigrate() {
 	// 20 schedules true
 	// 21 schedule_sql true
 	// 22 history_partitions true
+	// 23 history_retention true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -82,7 +83,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (22, 'history_partitions');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (23, 'history_retention');
 	//
 	// COMMIT;
 }
@@ -110,5 +111,6 @@ func ExampleScriptFrom() {
 	// 20 schedules true
 	// 21 schedule_sql true
 	// 22 history_partitions true
+	// 23 history_retention true
 	// true
 }

@@ -45,8 +45,9 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	before := regexp.MustCompile(`, tenure\.wakes(_id_seq)?`).ReplaceAllString(string(m[1]), "")
 	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON tenure\.schedule_backfills TO [^\n]*\n`).ReplaceAllString(before, "")
 	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON FUNCTION tenure\.ensure_history_partitions TO [^\n]*\n`).ReplaceAllString(before, "")
+	before = regexp.MustCompile(`(?m)^GRANT [^\n]*(retain_history|_retention_|history_retention)[^\n]*\n`).ReplaceAllString(before, "")
 	if code := regexp.MustCompile(`--.*`).ReplaceAllString(before, ""); strings.Contains(code, "wakes") || strings.Contains(code, "schedule_backfills") ||
-		strings.Contains(code, "ensure_history_partitions") {
+		strings.Contains(code, "ensure_history_partitions") || strings.Contains(code, "retention") {
 		t.Fatalf("the grants without wakes, schedule_backfills and ensure_history_partitions still name them:\n%s", before)
 	}
 	t.Run("upgraded", func(t *testing.T) { checkRoles(t, before, true) })
@@ -75,7 +76,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
 		t.Fatalf("the documented grants: %v", err)
 	}
-	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql"} {
+	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql", "0023_history_retention.sql"} {
 		if !upgrade {
 			break
 		}
@@ -140,6 +141,12 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := worker.EnsureHistoryPartitions(t.Context()); err != nil {
 		t.Errorf("history partitions as the worker role: %v", err)
 	}
+	if _, err := worker.RetentionConfigured(t.Context()); err != nil {
+		t.Errorf("reading the retention as the worker role: %v", err)
+	}
+	if err := worker.RetainHistory(t.Context(), "w", ""); err != nil {
+		t.Errorf("retention as the worker role: %v", err)
+	}
 	l := claimN(t, worker, 1)[0]
 	if _, err := worker.SendSignal(t.Context(), worker.Pool(), l.RunID, "go", []byte(`1`)); err != nil {
 		t.Errorf("send a signal as the worker role: %v", err)
@@ -179,6 +186,9 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := operator.PurgeCompleted(t.Context(), store.PurgeOptions{OlderThan: time.Hour}); err != nil {
 		t.Errorf("operator purge: %v", err)
 	}
+	if err := operator.SetRetention(t.Context(), store.HistoryRetention{Completed: 30 * 24 * time.Hour, Archive: true}); err != nil {
+		t.Errorf("operator sets the retention: %v", err)
+	}
 	// A purge deletes the runs' steps and attempts too (migration 0008's
 	// triggers, which run with the owner's rights), with the operator's
 	// grant on runs alone.
@@ -207,7 +217,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if r, err := readonly.GetRun(t.Context(), l.RunID); err != nil || r.CancelRequested == nil {
 		t.Errorf("a run whose cancel is a wake, read by the read-only role: %+v, %v", r, err)
 	}
-	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 5 || audit[4].Actor != roles["tenure_worker"] || audit[0].Action != "delete" {
+	if audit, err := operator.AuditLog(t.Context(), 0); err != nil || len(audit) != 6 || audit[5].Actor != roles["tenure_worker"] || audit[0].Action != "delete" {
 		t.Errorf("audit as seen by the operator: %+v, %v", audit, err)
 	}
 	checkFlowRoles(t, worker, operator, readonly)

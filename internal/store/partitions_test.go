@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -125,11 +126,21 @@ func TestEnsureHistoryPartitions_MakesWhatIsMissingAndRoutesRowsByDay(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	var watch string
+	var watch, set string
 	for _, b := range sqlBlock.FindAllStringSubmatch(string(doc), -1) {
 		if strings.Contains(b[1], "steps_default") {
 			watch = b[1]
 		}
+		if strings.Contains(b[1], "set_history_retention(") {
+			set = b[1]
+		}
+	}
+	if set == "" {
+		t.Fatal("no setting of the retention in docs/operations.md")
+	}
+	exec(t, pool, schema, strings.ReplaceAll(set, "tenure.", "{schema}."))
+	if r, err := st.RetentionConfigured(t.Context()); err != nil || r.Failed != 180*24*time.Hour || r.Note != "RP-3" {
+		t.Errorf("docs/operations.md's retention: %+v, %v", r, err)
 	}
 	if watch == "" {
 		t.Fatal("no query of the DEFAULT partitions in docs/operations.md")
@@ -137,5 +148,45 @@ func TestEnsureHistoryPartitions_MakesWhatIsMissingAndRoutesRowsByDay(t *testing
 	var steps, attempts int64
 	if err := pool.QueryRow(t.Context(), strings.ReplaceAll(watch, "tenure.", pgx.Identifier{schema}.Sanitize()+".")).Scan(&steps, &attempts); err != nil || steps != 1 || attempts != 0 {
 		t.Errorf("docs/operations.md's query of the DEFAULT partitions: %d steps, %d attempts, %v; want 1, 0", steps, attempts, err)
+	}
+}
+
+// With a retention configured, the partitions made are a sixth of its
+// shortest age long (whole days), so that about eight stay attached: after
+// 30 days' retention, five-day partitions, aligned on multiples of five days
+// from 1970-01-01, the first starting where the one-day partitions end.
+func TestEnsureHistoryPartitions_SpansASixthOfTheRetention(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	pool, schema := st.Pool(), st.Schema()
+	if err := st.SetRetention(t.Context(), store.HistoryRetention{Completed: 30 * 24 * time.Hour, Failed: 90 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	made, err := pool.Query(t.Context(), `SELECT * FROM `+pgx.Identifier{schema}.Sanitize()+`.ensure_history_partitions(12)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(made, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ranges of steps' partitions, in days from 1970-01-01 (their
+	// bounds' days), from the day after tomorrow's end on.
+	ranges := query[[]string](t, pool, schema, `SELECT array_agg(({schema}._history_day(lo) - date '1970-01-01') || '-' || ({schema}._history_day(hi) - date '1970-01-01') ORDER BY lo)
+		FROM (SELECT trim(substring(b FROM 'FROM \(([^)]*)\)'), '''')::uuid AS lo, trim(substring(b FROM 'TO \(([^)]*)\)'), '''')::uuid AS hi
+		      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid, LATERAL pg_get_expr(c.relpartbound, c.oid) AS b
+		      WHERE i.inhparent = '{schema}.steps'::regclass AND b NOT LIKE '%MINVALUE%' AND b <> 'DEFAULT') AS p`)
+	today := int(time.Now().UTC().Unix() / 86400)
+	want := []string{fmt.Sprintf("%d-%d", today+1, today+2), fmt.Sprintf("%d-%d", today+2, today+3)}
+	next := today + 3
+	if end := (next/5 + 1) * 5; end > next {
+		want = append(want, fmt.Sprintf("%d-%d", next, (next/5)*5+5))
+		next = (next/5)*5 + 5
+	}
+	for ; next <= today+12; next += 5 {
+		want = append(want, fmt.Sprintf("%d-%d", next, next+5))
+	}
+	if strings.Join(ranges, " ") != strings.Join(want, " ") {
+		t.Errorf("steps' partitions (days since 1970) %v, want %v (made %v)", ranges, want, names)
 	}
 }
