@@ -19,15 +19,31 @@ import (
 
 // A worker makes the coming days' partitions of steps and attempts when it
 // starts (migration 22's function, hourly after that); one that cannot (a
-// lock it waited 100 ms for) says so in its log, in words an on-call
-// engineer can act on, and goes on running runs.
+// lock it waited 100 ms for) says so in its log, once, in words an on-call
+// engineer can act on, goes on running runs, and makes them within seconds
+// of the lock's release.
 func TestWorker_MakesTheComingDaysPartitionsAndSaysWhenItCannot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	day := time.Now().UTC().AddDate(0, 0, 2).Format("20060102")
 	e.exec(`DROP TABLE {schema}.steps_` + day + `, {schema}.attempts_` + day)
-	e.worker(e.config(), echoWorkflow)
-	eventually(t, "the day after tomorrow's partitions made again", func() bool {
+	first := &logBuffer{}
+	fcfg := e.config()
+	fcfg.Logger = first.logger()
+	// The call can take longer than the default 5 s on a loaded machine
+	// (CI: every try timed out for a minute): a try is given 20 s (below
+	// the lease, as the configuration requires).
+	fcfg.StatementTimeout, fcfg.LeaseTTL = 20*time.Second, 30*time.Second
+	e.worker(fcfg, echoWorkflow)
+	defer func() {
+		if t.Failed() {
+			t.Logf("first worker's log:\n%s", first.String())
+		}
+	}()
+	// Under a loaded machine a try can pass its StatementTimeout (seen in
+	// CI: three tries of 5 s): the worker tries again within seconds, and
+	// the test waits a minute.
+	within(t, time.Minute, "the day after tomorrow's partitions made again", func() bool {
 		return q[int](e, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 			WHERE c.relnamespace = $1::regnamespace AND c.relname IN ('steps_`+day+`', 'attempts_`+day+`')`, e.schema) == 2
 	})
@@ -46,6 +62,7 @@ func TestWorker_MakesTheComingDaysPartitionsAndSaysWhenItCannot(t *testing.T) {
 	logs := &logBuffer{}
 	cfg := e.config()
 	cfg.Label, cfg.Logger = "blocked", logs.logger()
+	cfg.StatementTimeout, cfg.LeaseTTL = 20*time.Second, 30*time.Second
 	e.worker(cfg, echoWorkflow)
 	eventually(t, "the blocked worker's warning", func() bool {
 		return strings.Contains(logs.String(), "could not make the coming days' partitions of steps and attempts")
@@ -54,6 +71,19 @@ func TestWorker_MakesTheComingDaysPartitionsAndSaysWhenItCannot(t *testing.T) {
 		t.Errorf("the warning does not say what failed and how to make them by hand:\n%s", l)
 	}
 	_ = tx.Rollback(e.ctx)
+	// The blocked worker tries again within seconds of the lock's release,
+	// not a minute later, and says it succeeded (the partitions may be the
+	// first worker's, if it was still trying then).
+	within(t, time.Minute, "the blocked worker's success after its failed tries", func() bool {
+		return strings.Contains(logs.String(), "after failed tries")
+	})
+	if n := q[int](e, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE c.relnamespace = $1::regnamespace AND c.relname IN ('steps_`+day+`', 'attempts_`+day+`')`, e.schema); n != 2 {
+		t.Errorf("%d of the day's two partitions after the blocked worker's success", n)
+	}
+	if l := logs.String(); strings.Count(l, "could not make the coming days' partitions") != 1 {
+		t.Errorf("the blocked worker should warn once:\n%s", l)
+	}
 	// Runs go on (their rows' day has its partition).
 	r, err := sdk.Start(e.ctx, e.client, echoWorkflow, in{N: 7})
 	if err != nil {
@@ -81,7 +111,7 @@ func TestRetention_WhileWorkersRunRemovesNothingOfAnUnfinishedRun(t *testing.T) 
 		info, _ := activities.InfoFrom(ctx)
 		v, _ := calls.LoadOrStore(fmt.Sprintf("%s/%d", info.RunID, x.N), new(atomic.Int32))
 		v.(*atomic.Int32).Add(1)
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(60 * time.Millisecond)
 		return x.N, nil
 	})
 	wf := sdk.NewWorkflow("old-runs", func(ctx context.Context, x in) (int, error) {
@@ -105,23 +135,31 @@ func TestRetention_WhileWorkersRunRemovesNothingOfAnUnfinishedRun(t *testing.T) 
 	cfg.Concurrency = 4 // the runs take a while: drops happen between their steps
 	e.worker(cfg, wf)
 	passes := 0
+	giveUp := time.Now().Add(2 * time.Minute) // fail this test, not the package's timeout, on a machine too loaded
 	for batch := 0; q[int](e, `SELECT count(*) FROM {schema}.runs WHERE workflow = 'old-runs' AND status <> 'completed'`) > 0; batch++ {
-		if batch > 2000 {
-			t.Fatal("the runs did not complete")
+		if batch > 2000 || time.Now().After(giveUp) {
+			t.Fatalf("the runs did not complete in %d passes", batch)
 		}
-		// Expired runs of the same day, so that the pass drops it again.
+		// Expired runs of the same day, so that the pass drops it again:
+		// five new IDs a batch (a tag per batch drew them from a hash, and
+		// two batches' IDs met once in CI, a pass having left the earlier
+		// batch's runs).
 		e.exec(strings.ReplaceAll(`INSERT INTO {schema}.runs (id, workflow, input, status, epoch, created_at, finished_at)
-			SELECT `+storetest.DayID(5, fmt.Sprint("gone-", batch))+`, 'gone', '{}', 'completed', 1, now() - interval '5 days', now() - interval '5 days'
-			FROM generate_series(1, 5) AS i`, "{schema}", e.schema))
+			SELECT `+storetest.DayID(5, "gone")+`, 'gone', '{}', 'completed', 1, now() - interval '5 days', now() - interval '5 days'
+			FROM generate_series(`+fmt.Sprint(5*batch+1)+`, `+fmt.Sprint(5*batch+5)+`) AS i`, "{schema}", e.schema))
 		if err := e.store.RetainHistory(e.ctx, "test", ""); err != nil {
 			t.Fatal(err)
 		}
 		passes++
 	}
 	drops := q[int](e, `SELECT count(*) FROM {schema}.history_drops WHERE state = 'done'`)
-	if drops < 5 {
-		t.Fatalf("%d drops in %d passes while the runs ran, want at least 5", drops, passes)
+	// (A pass whose lock is not free within 100 ms drops nothing, and
+	// passes also merge the old partitions: on a loaded machine some of
+	// the passes drop nothing.)
+	if drops < 3 {
+		t.Fatalf("%d drops in %d passes while the runs ran, want at least 3", drops, passes)
 	}
+	t.Logf("%d drops in %d passes while the runs ran", drops, passes)
 	if got := q[string](e, `SELECT count(*) FILTER (WHERE output = '6') || ' ' || count(*) FROM {schema}.runs WHERE workflow = 'old-runs'`); got != fmt.Sprintf("%d %d", runs, runs) {
 		t.Fatalf("old runs completed with output 6 / all: %s", got)
 	}
@@ -145,4 +183,16 @@ func TestRetention_WhileWorkersRunRemovesNothingOfAnUnfinishedRun(t *testing.T) 
 		t.Errorf("%d steps ran, want %d", n, 3*runs)
 	}
 	t.Logf("%d passes, %d drops while %d runs ran", passes, drops, runs)
+}
+
+// within is eventually with a deadline of its own.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -26,13 +26,25 @@ const scheduleIdle = 10 * time.Second
 const scheduleRetryEvery = time.Minute
 
 // historyEvery is how often a worker's ticker makes the coming days'
-// partitions of steps and attempts (store.EnsureHistoryPartitions), and
-// historyRetry how soon after a failed try; every worker does, at start
-// too: the function takes turns and makes only what is missing.
+// partitions of steps and attempts (store.EnsureHistoryPartitions); every
+// worker does, at start too: the function takes turns and makes only what
+// is missing. A failed try (most often a lock the function waited 100 ms
+// for) is tried again historyRetryFirst later, the wait doubling up to
+// historyRetry; its warning is logged at most once per historyRetry.
 const (
-	historyEvery = time.Hour
-	historyRetry = time.Minute
+	historyEvery      = time.Hour
+	historyRetryFirst = time.Second
+	historyRetry      = time.Minute
 )
+
+// partitionTries is what a worker's ticker keeps between its tries to make
+// the coming days' partitions: when the next is due, how many failed in a
+// row, and when a failure was last logged.
+type partitionTries struct {
+	next   time.Time
+	failed int
+	warned time.Time
+}
 
 // schedulesPerPass bounds the schedules one pass locks.
 const schedulesPerPass = 500
@@ -103,7 +115,8 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	warned := map[string]time.Time{} // schedules whose ticks this worker cannot compute, when last warned of
-	var retried, partitioned time.Time
+	var retried time.Time
+	var parts partitionTries
 	for {
 		select {
 		case <-ctx.Done():
@@ -111,11 +124,17 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 		case <-timer.C:
 		case <-w.listener.backfills:
 		}
-		if time.Since(partitioned) >= historyEvery {
-			partitioned = w.ensurePartitions(ctx)
+		if ctx.Err() != nil { // select picks at random among the ready
+			return
+		}
+		if !time.Now().Before(parts.next) {
+			w.ensurePartitions(ctx, &parts)
 		}
 		wait := scheduleEvery
-		pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+		// A pass begun is finished, shutdown or not, so that every tick it
+		// commits is heard of by the observer (a pass cut off by the
+		// shutdown could commit its ticks and lose its answer).
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
 		retry := time.Since(retried) >= scheduleRetryEvery
 		if retry {
 			retried = time.Now()
@@ -155,30 +174,44 @@ func (w *Worker) tickSchedules(ctx context.Context) {
 				wait = 0
 			}
 		}
-		timer.Reset(wait)
+		timer.Reset(min(wait, max(time.Until(parts.next), 0)))
 	}
 }
 
 // ensurePartitions makes the coming days' partitions of steps and attempts
-// and returns when to count the next try from: now, or, after a failure,
-// so that it comes historyRetry later. A failure is logged: the runs of a
-// day without a partition go to the DEFAULT one, which later partitions
-// must not find full.
-func (w *Worker) ensurePartitions(ctx context.Context) time.Time {
+// and sets when the next try is due: historyEvery later, or, after a
+// failure, historyRetryFirst later, doubling with each failure in a row up
+// to historyRetry, so that a worker that starts beside a long lock still
+// makes them within seconds of its release. A failure is logged, at most
+// once per historyRetry: the runs of a day without a partition go to the
+// DEFAULT one, which later partitions must not find full.
+func (w *Worker) ensurePartitions(ctx context.Context, p *partitionTries) {
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
 	made, err := w.store.EnsureHistoryPartitions(pctx)
 	cancel()
 	switch {
 	case err != nil && ctx.Err() != nil:
+		return
 	case err != nil:
-		w.cfg.Logger.Warn("tenure: could not make the coming days' partitions of steps and attempts; retrying in a minute "+
-			"(runs of a day without one go to steps_default and attempts_default; SELECT ensure_history_partitions() makes them by hand)",
-			"worker", w.cfg.Label, "error", err)
-		return time.Now().Add(historyRetry - historyEvery)
+		wait := min(historyRetryFirst<<min(p.failed, 6), historyRetry)
+		p.failed++
+		p.next = time.Now().Add(wait)
+		if time.Since(p.warned) >= historyRetry {
+			p.warned = time.Now()
+			w.cfg.Logger.Warn("tenure: could not make the coming days' partitions of steps and attempts; retrying within a minute "+
+				"(runs of a day without one go to steps_default and attempts_default; SELECT ensure_history_partitions() makes them by hand)",
+				"worker", w.cfg.Label, "failures_in_a_row", p.failed, "next_try_in", wait, "error", err)
+		}
+		return
 	case len(made) > 0:
 		w.cfg.Logger.Info("tenure: made partitions of steps and attempts", "worker", w.cfg.Label, "partitions", made)
 	}
-	return time.Now()
+	if p.failed > 0 {
+		w.cfg.Logger.Info("tenure: made the coming days' partitions of steps and attempts after failed tries",
+			"worker", w.cfg.Label, "failures_in_a_row", p.failed)
+	}
+	p.failed, p.warned = 0, time.Time{}
+	p.next = time.Now().Add(historyEvery)
 }
 
 // carryOutBackfill carries out one backfill requested in SQL, if one still

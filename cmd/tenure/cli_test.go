@@ -141,6 +141,8 @@ func TestCLI_FailuresFromListToRequeueToPurge(t *testing.T) {
 
 	// Retention: explicit, counted, failure history only when asked.
 	expect(t, tenure(t, s, "purge"), 2, "give --completed-older-than")
+	// An age of days that would wrap around is refused, not read as a short one.
+	expect(t, tenure(t, s, "purge", "--completed-older-than", "999999999d"), 2, `invalid age "999999999d": at most 106751d`)
 	expect(t, tenure(t, s, "purge", "--completed-older-than", "0s", "--dry-run"), 0, "completed runs: would delete 1 run\n", "dry run")
 	expect(t, tenure(t, s, "purge", "--completed-older-than", "30d"), 0, "completed runs: deleted 0 runs")
 	expect(t, tenure(t, s, "purge", "--completed-older-than", "0s", "--failures-older-than", "0s", "--note", "test"), 0,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -105,6 +106,9 @@ func parseAge(s string) (time.Duration, error) {
 		days, err := strconv.Atoi(n)
 		if err != nil || days < 0 {
 			return 0, fmt.Errorf("invalid age %q: want e.g. 30d, 36h or 90m", s)
+		}
+		if int64(days) > int64(math.MaxInt64/(24*time.Hour)) { // would wrap around to a short or negative age
+			return 0, fmt.Errorf("invalid age %q: at most %dd", s, int64(math.MaxInt64/(24*time.Hour)))
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}

@@ -8,21 +8,28 @@ import (
 	"github.com/tenurehq/tenure/operator"
 )
 
+// purgeHelp is tenure purge's long help.
+const purgeHelp = `Delete old finished runs with their steps and attempts, now, and write an
+audit row with what was deleted (tenure audit). Nothing is deleted by a cap.
+Until a retention is configured, nothing is deleted in the background
+either: a purge is the only way history goes. Once one is (tenure retention
+set), the workers also drop, every 10 minutes, each day's partitions of
+steps and attempts whose runs may go, and those runs (tenure retention show
+lists the drops); a purge works beside it.
+
+--completed-older-than deletes runs that completed or were cancelled that
+long ago, except runs with failure history (failed once, then requeued).
+--failures-older-than deletes failed runs, and runs with failure history,
+that finished that long ago, failure rows included. Give either or both.
+Ages are Go durations or days: 30d, 36h, 90m. --dry-run counts only.`
+
 func (a *app) purgeCommand() *cobra.Command {
 	var completed, failures, workflow, note string
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "purge",
 		Short: "Delete old finished runs (retention); failure history only when asked",
-		Long: `Delete old finished runs with their steps and attempts. Nothing is ever
-deleted by a cap or in the background: this is the only way history goes,
-and every purge writes an audit row with what it deleted (tenure audit).
-
---completed-older-than deletes runs that completed or were cancelled that
-long ago, except runs with failure history (failed once, then requeued).
---failures-older-than deletes failed runs, and runs with failure history,
-that finished that long ago, failure rows included. Give either or both.
-Ages are Go durations or days: 30d, 36h, 90m. --dry-run counts only.`,
+		Long:  purgeHelp,
 		Example: `  tenure purge --completed-older-than 30d --dry-run
   tenure purge --completed-older-than 30d
   tenure purge --failures-older-than 180d --note "retention policy RP-3"`,

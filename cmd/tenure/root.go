@@ -8,7 +8,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -157,6 +159,28 @@ type app struct {
 
 	pool *pgxpool.Pool
 	op   *operator.Operator
+
+	// noticed holds the NOTICEs the database sent (tenure retention run
+	// reads those of retain_history).
+	mu      sync.Mutex
+	noticed []string
+}
+
+// notice records a NOTICE of the database.
+func (a *app) notice(_ *pgconn.PgConn, n *pgconn.Notice) {
+	a.mu.Lock()
+	a.noticed = append(a.noticed, n.Message)
+	a.mu.Unlock()
+}
+
+// notices returns the NOTICEs received since the last call, and forgets
+// them.
+func (a *app) notices() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.noticed
+	a.noticed = nil
+	return n
 }
 
 // run executes the command line args and returns the exit status.
@@ -209,7 +233,10 @@ actions that put it right.
   tenure breaker open      hold every call of a downstream (close: let them go)
   tenure audit             every requeue, cancel, delete and purge
   tenure ui                the web UI: failures, run timelines, workers
-  tenure purge             retention: delete old finished runs
+  tenure purge             delete old finished runs now, by age (audited)
+  tenure retention show    the retention ages and the days' partitions dropped
+  tenure retention set     set after how long finished runs go (audited)
+  tenure retention run     a retention pass now, as workers do every 10 minutes
   tenure migrate status    the migrations applied and pending
   tenure migrate up        apply the pending migrations (--print-sql: print them)
   tenure version           this binary's release and schema version
@@ -238,6 +265,7 @@ It connects to the database named by the DATABASE_URL environment variable
   tenure limits set payments --concurrency 5 --note "INC-7: the provider throttles us"
   tenure breaker open payments --note "INC-9: the provider double-charges"
   tenure purge --completed-older-than 30d
+  tenure retention set --completed 30d --cancelled 30d --note "policy RP-3"
   tenure migrate up --print-sql`,
 		Version:       sdk.Version,
 		SilenceUsage:  true,
@@ -254,7 +282,7 @@ It connects to the database named by the DATABASE_URL environment variable
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(a.migrateCommand(), a.runsCommand(), a.failuresCommand(), a.explainCommand(),
 		a.purgeCommand(), a.auditCommand(), a.workersCommand(), a.limitsCommand(), a.breakerCommand(), a.schedulesCommand(),
-		a.uiCommand(), a.versionCommand())
+		a.retentionCommand(), a.uiCommand(), a.versionCommand())
 	return root
 }
 
@@ -312,6 +340,7 @@ func (a *app) connect() (*pgxpool.Pool, error) {
 		return nil, usagef("DATABASE_URL is not a valid PostgreSQL connection string")
 	}
 	cfg.MaxConns = 4
+	cfg.ConnConfig.OnNotice = a.notice
 	pool, err := pgxpool.NewWithConfig(a.ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -76,7 +76,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
 		t.Fatalf("the documented grants: %v", err)
 	}
-	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql", "0023_history_retention.sql"} {
+	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql", "0023_history_retention.sql", "0024_history_stats.sql", "0025_history_merge.sql"} {
 		if !upgrade {
 			break
 		}

@@ -63,7 +63,9 @@ func BenchmarkMigration22(b *testing.B) {
 // runs that went, in batches of 10,000. Meanwhile one session claims 10
 // runs at a time and another commits attempts' starts and ends of runs of
 // today, each as fast as it can: it reports the longest claim and commit
-// during the swap and the drop.
+// during the swap and the drop. Then the day's kept partition is merged
+// with the day before it, as a pass merges old partitions, the same load
+// beside it: its time, rows and longest claim and commit.
 //
 //	go test ./internal/store -run '^$' -bench RetentionDrop -benchtime 1x
 func BenchmarkRetentionDrop(b *testing.B) {
@@ -100,51 +102,17 @@ func BenchmarkRetentionDrop(b *testing.B) {
 		// The load beside it: claims of a workflow of today, and commits of
 		// its runs' attempts.
 		var worstClaim, worstCommit atomic.Int64
-		stop := make(chan struct{})
+		var stop chan struct{}
 		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pol := []byte(`{"max_attempts": 3}`)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := pool.Exec(b.Context(), replaceSchema(`INSERT INTO {schema}.runs (id, workflow, input)
-					SELECT {schema}._uuid_v7(), 'today', '{}' FROM generate_series(1, 10)`, schema)); err != nil {
-					b.Error(err)
-					return
-				}
-				start := time.Now()
-				claimed, err := st.Claim(b.Context(), []string{"today"}, []string{"default"}, 10, "bench", time.Minute)
-				took := time.Since(start)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if took.Nanoseconds() > worstClaim.Load() {
-					worstClaim.Store(took.Nanoseconds())
-				}
-				ws := make([]store.Write, len(claimed))
-				for j, r := range claimed {
-					ws[j] = store.Write{Lease: store.Lease{RunID: r.ID, Epoch: r.Epoch},
-						StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "bench"}}
-				}
-				start = time.Now()
-				if _, err := st.Commit(b.Context(), pool, ws); err != nil {
-					b.Error(err)
-					return
-				}
-				if took := time.Since(start).Nanoseconds(); took > worstCommit.Load() {
-					worstCommit.Store(took)
-				}
-			}
-		}()
-		time.Sleep(200 * time.Millisecond)
-		worstClaim.Store(0)
-		worstCommit.Store(0)
+		load := func() {
+			stop = make(chan struct{})
+			wg.Add(1)
+			go loadBeside(b, st, stop, &wg, &worstClaim, &worstCommit)
+			time.Sleep(200 * time.Millisecond)
+			worstClaim.Store(0)
+			worstCommit.Store(0)
+		}
+		load()
 		b.StartTimer()
 		start := time.Now()
 		dropID := query[int64](b, pool, schema, `SELECT {schema}._retention_swap($1, $2::uuid, $3::uuid, 'bench', NULL)`, day, lo, hi)
@@ -166,5 +134,66 @@ func BenchmarkRetentionDrop(b *testing.B) {
 		b.ReportMetric(deleted.Seconds(), "s/delete-runs")
 		b.ReportMetric(float64(claimWorst.Microseconds())/1000, "ms/worst-claim")
 		b.ReportMetric(float64(commitWorst.Microseconds())/1000, "ms/worst-commit")
+
+		// The kept day merged with the (empty) day before it, as a pass
+		// merges old partitions, the load beside it again.
+		before := time.Now().UTC().AddDate(0, 0, -6).Format("20060102")
+		lo6 := query[string](b, pool, schema, `SELECT {schema}._history_bound(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '6 days')::text`)
+		load()
+		b.StartTimer()
+		start = time.Now()
+		moved := query[int64](b, pool, schema, `SELECT {schema}._retention_merge($1, $2, $3::uuid, $4::uuid, 'bench', NULL)`, before, day, lo6, hi)
+		merged := time.Since(start)
+		b.StopTimer()
+		claimWorst, commitWorst = time.Duration(worstClaim.Load()), time.Duration(worstCommit.Load())
+		close(stop)
+		wg.Wait()
+		b.ReportMetric(float64(moved), "rows-merged")
+		b.ReportMetric(merged.Seconds(), "s/merge")
+		b.ReportMetric(float64(claimWorst.Microseconds())/1000, "ms/merge-worst-claim")
+		b.ReportMetric(float64(commitWorst.Microseconds())/1000, "ms/merge-worst-commit")
+	}
+}
+
+// loadBeside claims 10 runs of today at a time and commits their attempts'
+// starts, as fast as it can until stop, keeping the longest of each.
+func loadBeside(b *testing.B, st *store.Store, stop chan struct{}, wg *sync.WaitGroup, worstClaim, worstCommit *atomic.Int64) {
+	defer wg.Done()
+	pool, schema := st.Pool(), st.Schema()
+	pol := []byte(`{"max_attempts": 3}`)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if _, err := pool.Exec(b.Context(), replaceSchema(`INSERT INTO {schema}.runs (id, workflow, input)
+			SELECT {schema}._uuid_v7(), 'today', '{}' FROM generate_series(1, 10)`, schema)); err != nil {
+			b.Error(err)
+			return
+		}
+		start := time.Now()
+		claimed, err := st.Claim(b.Context(), []string{"today"}, []string{"default"}, 10, "bench", time.Minute)
+		took := time.Since(start)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if took.Nanoseconds() > worstClaim.Load() {
+			worstClaim.Store(took.Nanoseconds())
+		}
+		ws := make([]store.Write, len(claimed))
+		for j, r := range claimed {
+			ws[j] = store.Write{Lease: store.Lease{RunID: r.ID, Epoch: r.Epoch},
+				StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "bench"}}
+		}
+		start = time.Now()
+		if _, err := st.Commit(b.Context(), pool, ws); err != nil {
+			b.Error(err)
+			return
+		}
+		if took := time.Since(start).Nanoseconds(); took > worstCommit.Load() {
+			worstCommit.Store(took)
+		}
 	}
 }

@@ -190,3 +190,51 @@ func TestEnsureHistoryPartitions_SpansASixthOfTheRetention(t *testing.T) {
 		t.Errorf("steps' partitions (days since 1970) %v, want %v (made %v)", ranges, want, names)
 	}
 }
+
+// Migration 24 fixes run_id's distinct count, two rows a run, on every
+// partition of steps and attempts and on the two tables, so that the
+// planner's estimate of one run's rows does not grow with a partition's
+// sample-based count (docs/benchmarks.md, H); the partitions made later
+// get it from ensure_history_partitions, and a count set by hand stays.
+func TestHistoryStats_EveryPartitionHasRunIDsDistinctCount(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	pool, schema := st.Pool(), st.Schema()
+	without := func() []string {
+		return query[[]string](t, pool, schema, `SELECT coalesce(array_agg(i.inhrelid::regclass::text ORDER BY 1), '{}')
+			FROM pg_inherits i JOIN pg_attribute a ON a.attrelid = i.inhrelid AND a.attname = 'run_id'
+			WHERE i.inhparent IN ('{schema}.steps'::regclass, '{schema}.attempts'::regclass)
+			  AND NOT coalesce(a.attoptions @> '{n_distinct=-0.5}', false)`)
+	}
+	if got := without(); len(got) != 0 {
+		t.Fatalf("partitions without the distinct count after the migrations: %v", got)
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM pg_attribute WHERE attrelid IN ('{schema}.steps'::regclass, '{schema}.attempts'::regclass)
+		AND attname = 'run_id' AND attoptions @> '{n_distinct_inherited=-0.5}'`); n != 2 {
+		t.Errorf("%d of steps and attempts have run_id's inherited distinct count, want 2", n)
+	}
+	exec(t, pool, schema, `ALTER TABLE {schema}.steps_0 ALTER COLUMN run_id SET (n_distinct = 1000)`)
+	made, err := pool.Query(t.Context(), `SELECT * FROM `+pgx.Identifier{schema}.Sanitize()+`.ensure_history_partitions(9)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(made, pgx.RowTo[string])
+	if err != nil || len(names) != 14 {
+		t.Fatalf("made %v, %v; want 7 days of steps and attempts", names, err)
+	}
+	if got := without(); len(got) != 1 || !strings.HasSuffix(got[0], "steps_0") {
+		t.Errorf("partitions without the count after 7 more days: %v, want steps_0 alone (set by hand)", got)
+	}
+	if got := query[string](t, pool, schema, `SELECT array_to_string(attoptions, ',') FROM pg_attribute WHERE attrelid = '{schema}.steps_0'::regclass AND attname = 'run_id'`); !strings.Contains(got, "n_distinct=1000") {
+		t.Errorf("steps_0's run_id options %q: the count set by hand was changed", got)
+	}
+	// The analysed estimate: a run of 50 steps (of 100 runs) is still read
+	// as two rows a run.
+	exec(t, pool, schema, `INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, ended_at, epoch, worker)
+		SELECT {schema}._uuid_v7(), s, 1, 'a', 'succeeded', now(), 1, 'w' FROM generate_series(1, 100), generate_series(1, 50) AS s`)
+	part := query[string](t, pool, schema, `SELECT c.relname::text FROM {schema}.attempts a JOIN pg_class c ON c.oid = a.tableoid LIMIT 1`)
+	exec(t, pool, schema, `ANALYZE {schema}.`+part)
+	if got := query[float64](t, pool, schema, `SELECT n_distinct FROM pg_stats WHERE schemaname = $1 AND tablename = $2 AND attname = 'run_id'`, schema, part); got != -0.5 {
+		t.Errorf("%s's analysed distinct count of run_id %v, want -0.5", part, got)
+	}
+}

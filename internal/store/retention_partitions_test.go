@@ -271,3 +271,113 @@ func TestRetainHistory_AFailedPassHoldsOffNoLaterPass(t *testing.T) {
 		t.Errorf("%d runs archived, want 3", n)
 	}
 }
+
+// Retention merges the old partitions it keeps (failures are kept unless
+// configured, so each old day leaves one): a pass merges one adjacent
+// pair, oldest first, whose newer one is at least half the older one's
+// size, so that the old partitions come down to about the logarithm of
+// their number. Every kept history is there after, readable through steps
+// and attempts, an open run's worker still writes its next attempt, and
+// each merge has its audit row.
+func TestRetainHistory_MergesTheOldPartitionsItKeeps(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	pool, schema := st.Pool(), st.Schema()
+	backdate(t, pool, schema, 20)
+	var failed []string
+	for day := 3; day <= 14; day++ {
+		failed = append(failed, oldRuns(t, pool, schema, day, 20, "failed", fmt.Sprintf("f%d", day))...)
+		oldRuns(t, pool, schema, day, 50, "completed", fmt.Sprintf("c%d", day))
+	}
+	open := oldRuns(t, pool, schema, 10, 5, "running", "r")
+	if err := st.SetRetention(t.Context(), store.HistoryRetention{Completed: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	oldParts := func() int64 {
+		return query[int64](t, pool, schema, `SELECT count(*) FROM {schema}._history_old_partitions(interval '48 hours')`)
+	}
+	before := oldParts()
+	merges := func() int64 {
+		return query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'retention' AND filter->>'change' = 'merge'`)
+	}
+	for pass := 0; ; pass++ {
+		n := merges()
+		if err := st.RetainHistory(t.Context(), "test", ""); err != nil {
+			t.Fatal(err)
+		}
+		if merges() == n {
+			break
+		}
+		if pass == 40 {
+			t.Fatalf("still merging after %d passes: %d old partitions", pass, oldParts())
+		}
+	}
+	after := oldParts()
+	t.Logf("old partitions: %d before, %d after %d merges", before, after, merges())
+	if before < 18 || after > 6 {
+		t.Errorf("old partitions %d before, %d after: want 18 or more merged to 6 or fewer", before, after)
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY($1::uuid[])`, failed); n != int64(2*len(failed)) {
+		t.Errorf("%d steps of the %d failed runs kept, want %d", n, len(failed), 2*len(failed))
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.attempts WHERE run_id = ANY($1::uuid[])`, failed); n != int64(2*len(failed)) {
+		t.Errorf("%d attempts of the %d failed runs kept, want %d", n, len(failed), 2*len(failed))
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.runs WHERE status = 'completed'`); n != 0 {
+		t.Errorf("%d completed runs left, want none", n)
+	}
+	// The open runs' workers write on.
+	exec(t, pool, schema, `INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, epoch, worker)
+		SELECT id::uuid, 2, 2, 'a', 'running', 1, 'w1' FROM unnest($1::text[]) AS id`, open)
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.attempts a JOIN pg_class c ON c.oid = a.tableoid
+		WHERE a.run_id = ANY($1::uuid[]) AND c.relname NOT LIKE '%default'`, open); n != 15 {
+		t.Errorf("%d attempts of the 5 open runs in their partitions, want 15", n)
+	}
+	// Each merge says what it merged; the merged partitions have the
+	// statistics setting.
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'retention' AND filter->>'change' = 'merge'
+		AND jsonb_array_length(filter->'partitions') = 2 AND (filter->>'rows')::bigint >= 0`); n != merges() {
+		t.Errorf("%d well-formed merge audit rows of %d", n, merges())
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM pg_inherits i JOIN pg_attribute a ON a.attrelid = i.inhrelid AND a.attname = 'run_id'
+		WHERE i.inhparent IN ('{schema}.steps'::regclass, '{schema}.attempts'::regclass) AND NOT coalesce(a.attoptions @> '{n_distinct=-0.5}', false)`); n != 0 {
+		t.Errorf("%d partitions without run_id's distinct count after the merges", n)
+	}
+}
+
+// When few of a partition's runs go (under a tenth of those it keeps), a
+// pass deletes their rows where they are: the partition stays the same
+// table, the other runs' histories with it, and the drop is in the ledger
+// and the audit log as any other.
+func TestRetainHistory_FewRunsGoingAreDeletedInPlace(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	pool, schema := st.Pool(), st.Schema()
+	backdate(t, pool, schema, 10)
+	kept := oldRuns(t, pool, schema, 5, 40, "running", "r")
+	gone := oldRuns(t, pool, schema, 5, 2, "completed", "c")
+	day := time.Now().UTC().AddDate(0, 0, -5).Format("20060102")
+	oid := func() int64 {
+		return query[int64](t, pool, schema, `SELECT to_regclass($1)::oid::bigint`, pgx.Identifier{schema, "steps_" + day}.Sanitize())
+	}
+	before := oid()
+	if err := st.SetRetention(t.Context(), store.HistoryRetention{Completed: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RetainHistory(t.Context(), "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	if after := oid(); after != before {
+		t.Errorf("steps_%s is table %d after the pass, was %d: swapped, want the rows deleted in place", day, after, before)
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY($1::uuid[])`, gone); n != 0 {
+		t.Errorf("%d steps of the 2 runs that went", n)
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.attempts WHERE run_id = ANY($1::uuid[])`, kept); n != 80 {
+		t.Errorf("%d attempts of the 40 kept runs, want 80", n)
+	}
+	drops, err := st.HistoryDrops(t.Context(), 10)
+	if err != nil || len(drops) != 1 || drops[0].State != "done" || drops[0].RunsDeleted != 2 || drops[0].Kept != 40 {
+		t.Fatalf("ledger %+v, %v; want one drop, done, 2 runs deleted, 40 kept", drops, err)
+	}
+}
