@@ -31,11 +31,15 @@ const (
 	WorkflowError Reason = "workflow_error"
 	// BadInput: the run's input does not decode into the workflow's type.
 	BadInput Reason = "bad_input"
+	// Cancelled: the step was stopped by its run's cancellation (steps
+	// only), or a River job was cancelled outside its policy (River's
+	// Client.JobCancel; riveradapter records a failure row).
+	Cancelled Reason = "cancelled"
 )
 
 // Reasons lists every failure reason, in the order of the failure table's
 // CHECK constraint.
 func Reasons() []Reason {
 	return []Reason{RetriesExhausted, RescuesExhausted, NonRetryable, Indeterminate,
-		DeadlineExceeded, Nondeterminism, Panic, WorkflowError, BadInput}
+		DeadlineExceeded, Nondeterminism, Panic, WorkflowError, BadInput, Cancelled}
 }

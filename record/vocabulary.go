@@ -76,10 +76,11 @@ const (
 	AttemptLost        AttemptStatus = "lost"        // outcome unknown: its lease expired while it ran
 	AttemptInterrupted AttemptStatus = "interrupted" // cancelled by a graceful shutdown; charged to no budget
 	AttemptCancelled   AttemptStatus = "cancelled"   // the run was cancelled while it ran; charged to no budget
+	AttemptSnoozed     AttemptStatus = "snoozed"     // a River job snoozed for a Retry-After hint (riveradapter); charged to no budget
 )
 
 // AttemptStatuses lists every attempt status, in the order of the CHECK
 // constraint.
 func AttemptStatuses() []AttemptStatus {
-	return []AttemptStatus{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptTimedOut, AttemptLost, AttemptInterrupted, AttemptCancelled}
+	return []AttemptStatus{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptTimedOut, AttemptLost, AttemptInterrupted, AttemptCancelled, AttemptSnoozed}
 }

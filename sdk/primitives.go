@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tenurehq/tenure/internal/engine"
+	"github.com/tenurehq/tenure/policy"
 	"github.com/tenurehq/tenure/record"
 )
 
@@ -38,9 +39,10 @@ func (e *TimeoutError) Error() string {
 func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
 
 // ReasonCancelled is the reason recorded on a step that the run's
-// cancellation stopped (its attempt recorded cancelled). It appears on steps
-// only: a cancelled run has no failure row.
-const ReasonCancelled Reason = "cancelled"
+// cancellation stopped (its attempt recorded cancelled). A cancelled run has
+// no failure row; a River job cancelled outside its policy (module
+// riveradapter) has one, with this reason.
+const ReasonCancelled = policy.Cancelled
 
 // Sleep pauses the workflow durably for d. The due time is fixed by the
 // database clock when the step first executes: a replay (after a crash, a

@@ -52,6 +52,9 @@ func ExampleMigrate() {
 	// 21 schedule_sql true
 	// 22 history_partitions true
 	// 23 history_retention true
+	// 24 history_stats true
+	// 25 history_merge true
+	// 26 river true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -83,7 +86,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (23, 'history_retention');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (26, 'river');
 	//
 	// COMMIT;
 }
@@ -112,5 +115,8 @@ func ExampleScriptFrom() {
 	// 21 schedule_sql true
 	// 22 history_partitions true
 	// 23 history_retention true
+	// 24 history_stats true
+	// 25 history_merge true
+	// 26 river true
 	// true
 }

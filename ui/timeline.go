@@ -558,6 +558,7 @@ var legend = []legendItem{
 	{Kind: "rect", Class: "a-lost", Label: "lost"},
 	{Kind: "rect", Class: "a-interrupted", Label: "interrupted"},
 	{Kind: "rect", Class: "a-cancelled", Label: "cancelled"},
+	{Kind: "rect", Class: "a-snoozed", Label: "snoozed"},
 	{Kind: "rect", Class: "a-running", Label: "running"},
 	{Kind: "rect", Class: "a-failed old", Label: "before a requeue"},
 	{Kind: "glyph", Class: "m-lost", Glyph: "✕", Label: "lost attempt"},

@@ -32,13 +32,13 @@ func TestCLI_FlagsAreCheckedBeforeAnythingRuns(t *testing.T) {
 	if err := store.Migrate(t.Context(), pgtest.Pool(t), store.WithSchema(s)); err != nil {
 		t.Fatal(err)
 	}
-	const reasons = "retries_exhausted, rescues_exhausted, non_retryable, indeterminate, deadline_exceeded, nondeterminism, panic, workflow_error, bad_input"
+	const reasons = "retries_exhausted, rescues_exhausted, non_retryable, indeterminate, deadline_exceeded, nondeterminism, panic, workflow_error, bad_input, cancelled"
 	for _, c := range []struct {
 		args   []string
 		stderr string
 	}{
 		{[]string{"failures", "list", "--reason", "nope"}, `--reason: unknown reason "nope": want one of ` + reasons},
-		{[]string{"failures", "requeue", "--reason", "cancelled", "--dry-run"}, `--reason: unknown reason "cancelled": want one of ` + reasons},
+		{[]string{"failures", "requeue", "--reason", "lost", "--dry-run"}, `--reason: unknown reason "lost": want one of ` + reasons},
 		{[]string{"failures", "list", "--limit", "0"}, "--limit must be at least 1, got 0"},
 		{[]string{"failures", "list", "--limit", "-1"}, "--limit must be at least 1, got -1"},
 		{[]string{"runs", "list", "--limit", "0"}, "--limit must be at least 1, got 0"},

@@ -18,6 +18,8 @@ var elsewhere = map[string]string{
 	"docs/testing.md": "TestDocs_TestingGuideRunsAsWritten in tenuretest",
 	// River is a requirement of examples/river only, not of the core module.
 	"docs/design/river.md": "TestDocs_RiverBlocksCompile in examples/river",
+	// The adapter's guide needs River and the riveradapter module.
+	"docs/river.md": "TestDocs_AdapterBlocksCompile in riveradapter",
 }
 
 // standIns are what the fragments of the docs use without declaring it.

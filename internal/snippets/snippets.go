@@ -79,6 +79,10 @@ type Config struct {
 	// Imports maps package names that blocks use to import paths, besides
 	// the standard library's, pgx's and Tenure's (see defaultImports).
 	Imports map[string]string
+	// Modules are other modules of the checkout the blocks import, by module
+	// path, each with its folder relative to Root: required and replaced
+	// by that folder (the River adapter's guide imports riveradapter).
+	Modules map[string]string
 	// StandIns are declarations that blocks may use without declaring them,
 	// one declaration per element. One that declares a name the block
 	// declares itself is left out for that block.
@@ -360,6 +364,9 @@ func writeModule(t testing.TB, cfg Config, dir string) {
 		mod += "\nrequire github.com/tenurehq/tenure v0.0.0\n"
 	}
 	mod += "\nreplace github.com/tenurehq/tenure => " + cfg.Root + "\n"
+	for path, dir := range cfg.Modules {
+		mod += "\nrequire " + path + " v0.0.0\nreplace " + path + " => " + filepath.Join(cfg.Root, dir) + "\n"
+	}
 	write(t, filepath.Join(dir, "go.mod"), []byte(mod))
 	write(t, filepath.Join(dir, "go.sum"), gosum)
 }

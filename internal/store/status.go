@@ -68,6 +68,7 @@ const (
 	AttemptLost        = record.AttemptLost
 	AttemptInterrupted = record.AttemptInterrupted
 	AttemptCancelled   = record.AttemptCancelled
+	AttemptSnoozed     = record.AttemptSnoozed
 )
 
 // AttemptStatuses lists every attempt status, in the order of the CHECK
