@@ -228,3 +228,39 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(string(p))
 	return len(p), nil
 }
+
+// TestRiverAdapterWorkload runs R at a tiny scale (one pair: River's drain
+// and one job at a time, without and with the River adapter) and checks
+// that every job completed and, with the adapter, was recorded as a Tenure
+// attempt (checkRecorded fails the workload otherwise). It says nothing
+// about speed.
+func TestRiverAdapterWorkload(t *testing.T) {
+	c := testConfig(t, "benchtest_r")
+	c.systems, c.loads, c.rRounds = []string{"river"}, []string{"R"}, 1
+	t.Cleanup(func() {
+		if conn, err := pgx.Connect(context.Background(), c.url); err == nil {
+			_, _ = conn.Exec(context.Background(), `DROP SCHEMA IF EXISTS benchtest_r_river CASCADE`)
+			_ = conn.Close(context.Background())
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	results, err := runAll(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, r.Workload+"/"+r.Variant)
+		if r.Completed != r.Runs || r.Runs != 20 {
+			t.Errorf("%s/%s: %d of %d jobs completed, want 20 of 20", r.Workload, r.Variant, r.Completed, r.Runs)
+		}
+	}
+	want := []string{"R/none", "R1/none", "R/adapter", "R1/adapter"}
+	if !slices.Equal(got, want) {
+		t.Errorf("measured %q, want %q", got, want)
+	}
+	if len(results) == 4 && len(results[2].Checks) != 2 {
+		t.Errorf("the checks of R: %+v, want the drain's and the latency's", results[2].Checks)
+	}
+}

@@ -56,6 +56,7 @@ type config struct {
 	riverPoll         time.Duration
 
 	lRounds   int        // L: pairs of its variants (none, limit)
+	rRounds   int        // R: pairs of its variants (none, adapter)
 	hAttempts []int      // H: the sizes of history, in attempts (growth.go)
 	lLimit    int        // L: the concurrency limit that never binds
 	flow      flowConfig // F-conc, F-rate, F-breaker
@@ -67,17 +68,26 @@ type config struct {
 type result struct {
 	Workload string `json:"workload"`
 	// Variant tells L's two apart: "none" (no downstream) or "limit".
-	Variant        string   `json:"variant,omitempty"`
-	System         string   `json:"system"`
-	Workers        int      `json:"workers,omitempty"` // worker processes (D)
-	Runs           int      `json:"runs"`
-	Steps          int      `json:"steps_per_run"`
-	Seconds        float64  `json:"seconds"`
-	RunsPerSec     float64  `json:"runs_per_s"`
-	StepsPerSec    float64  `json:"steps_per_s,omitempty"`
-	XactsPerRun    float64  `json:"write_xacts_per_run"`
-	WALBytesPerRun float64  `json:"wal_bytes_per_run"`
-	CPUMsPerRun    float64  `json:"cpu_ms_per_run"`
+	Variant        string  `json:"variant,omitempty"`
+	System         string  `json:"system"`
+	Workers        int     `json:"workers,omitempty"` // worker processes (D)
+	Runs           int     `json:"runs"`
+	Steps          int     `json:"steps_per_run"`
+	Seconds        float64 `json:"seconds"`
+	RunsPerSec     float64 `json:"runs_per_s"`
+	StepsPerSec    float64 `json:"steps_per_s,omitempty"`
+	XactsPerRun    float64 `json:"write_xacts_per_run"`
+	WALBytesPerRun float64 `json:"wal_bytes_per_run"`
+	CPUMsPerRun    float64 `json:"cpu_ms_per_run"`
+	// WALFrom and WALTo bound the timed part's WAL, for pg_walinspect's
+	// pg_get_wal_stats(from, to, true) while its segments are kept.
+	WALFrom string `json:"wal_from"`
+	WALTo   string `json:"wal_to"`
+	// OwnCPUMsPerRun is the benchmark process's own share of CPUMsPerRun:
+	// the clients, and the worker where it runs in process (all but C, D
+	// and S); the rest is PostgreSQL's, the worker processes' and the
+	// machine's other work.
+	OwnCPUMsPerRun float64  `json:"own_cpu_ms_per_run"`
 	P50Ms          *float64 `json:"p50_ms,omitempty"`
 	P90Ms          *float64 `json:"p90_ms,omitempty"`
 	LeasesLost     *int64   `json:"leases_lost,omitempty"`
@@ -102,7 +112,7 @@ var flowLoads = []string{"F-conc", "F-rate", "F-breaker"}
 
 // moreLoads run only when -workloads names them: the flow scenarios and H,
 // which fills histories of up to 10^7 attempts (growth.go; about 15 minutes).
-var moreLoads = append(slices.Clone(flowLoads), "H")
+var moreLoads = append(slices.Clone(flowLoads), "H", "R")
 
 // supports says which system takes part in which workload.
 var supports = map[string][]string{
@@ -119,6 +129,7 @@ var supports = map[string][]string{
 	"F-rate":    {"tenure"},
 	"F-breaker": {"tenure"},
 	"H":         {"tenure"},
+	"R":         {"river"},
 }
 
 func main() {
@@ -157,6 +168,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.IntVar(&c.partitions, "partitions", 0, "Tenure's steps and attempts as this many range partitions of the run ID, a day each (0: not partitioned; partitions.go)")
 	fs.IntVar(&c.lRounds, "l-rounds", 2, "L: pairs of its variants, in the order none, limit, limit, none, ...")
 	fs.IntVar(&c.lLimit, "l-limit", 100000, "L: the concurrency limit, which never binds")
+	fs.IntVar(&c.rRounds, "r-rounds", 2, "R: pairs of its variants, in the order none, adapter, adapter, none, ...")
 	hAttempts := fs.String("h-attempts", "100000,1000000,10000000", "H: the sizes of history to measure, in attempts")
 	fs.IntVar(&c.flow.workers, "flow-workers", 4, "flow scenarios: worker processes")
 	fs.IntVar(&c.flow.workerConcurrency, "flow-worker-concurrency", 20, "flow scenarios: runs each worker process executes at once")
@@ -281,6 +293,8 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 		return one(flowBreaker(ctx, c, m))
 	case "river A'":
 		return one(riverDrain(ctx, c, m))
+	case "river R":
+		return riverAdapterRounds(ctx, c, m)
 	case "river C":
 		return one(riverLatency(ctx, c, m))
 	case "dbos A":
@@ -294,8 +308,8 @@ func runOne(ctx context.Context, c config, m *meter, load, sys string) ([]result
 }
 
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintf(w, "%-9s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %6s %5s %8s\n",
-		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "p50 ms", "p90 ms", "lost", "noise", "history")
+	fmt.Fprintf(w, "%-9s %-7s %4s %6s %10s %10s %9s %10s %8s %8s %8s %8s %6s %5s %8s\n",
+		"load", "system", "proc", "runs", "runs/s", "steps/s", "xacts/run", "WAL B/run", "CPU ms", "own ms", "p50 ms", "p90 ms", "lost", "noise", "history")
 	opt := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -317,8 +331,8 @@ func printTable(w io.Writer, results []result) {
 		if r.Variant != "" {
 			load += "/" + r.Variant
 		}
-		fmt.Fprintf(w, "%-9s %-7s %4s %6d %10.0f %10s %9.3f %10.0f %8.2f %8s %8s %6s %5d %8d\n",
-			load, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples, r.History)
+		fmt.Fprintf(w, "%-9s %-7s %4s %6d %10.0f %10s %9.3f %10.0f %8.2f %8.2f %8s %8s %6s %5d %8d\n",
+			load, r.System, procs, r.Runs, r.RunsPerSec, steps, r.XactsPerRun, r.WALBytesPerRun, r.CPUMsPerRun, r.OwnCPUMsPerRun, opt(r.P50Ms), opt(r.P90Ms), lost, r.ForeignSamples, r.History)
 	}
 	printChecks(w, results)
 }

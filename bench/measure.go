@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,7 @@ type reading struct {
 	xid  uint64 // next transaction ID to be assigned
 	wal  int64  // bytes of WAL since 0/0
 	busy int64  // non-idle jiffies, summed over all CPUs
+	own  int64  // this process's CPU time (user and system), in µs
 	// foreign is how many of the watcher's samples (one per 100ms) found a
 	// session of someone else's active: their transactions and WAL are in
 	// the deltas too.
@@ -132,6 +134,11 @@ func (m *meter) read(ctx context.Context) (reading, error) {
 	if r.busy, err = busyJiffies(); err != nil {
 		return r, err
 	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return r, fmt.Errorf("own CPU: %w", err)
+	}
+	r.own = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
 	r.at = time.Now()
 	return r, nil
 }
@@ -203,7 +210,14 @@ func charge(res *result, before, after reading) {
 	}
 	res.XactsPerRun = float64(after.xid-before.xid) / n
 	res.WALBytesPerRun = float64(after.wal-before.wal) / n
+	res.WALFrom, res.WALTo = lsn(before.wal), lsn(after.wal)
 	res.CPUMsPerRun = float64(after.busy-before.busy) * 1000 / clockTicks / n
+	res.OwnCPUMsPerRun = float64(after.own-before.own) / 1000 / n
+}
+
+// lsn is a WAL position as PostgreSQL writes it (0/16B3748).
+func lsn(bytes int64) string {
+	return fmt.Sprintf("%X/%X", uint64(bytes)>>32, uint64(bytes)&0xFFFFFFFF)
 }
 
 // latencies fills res's percentiles, in milliseconds.

@@ -10,6 +10,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/riveradapter"
+	"github.com/tenurehq/tenure/store"
 )
 
 // noopArgs is River's benchmark job; its worker does nothing.
@@ -37,24 +41,26 @@ type riverEnv struct {
 	since  time.Time // the workload's jobs were created after it (fillHistory)
 }
 
-// newRiverEnv uses the settings of River's own benchmark (riverbench):
+// newRiverEnvWith uses the settings of River's own benchmark (riverbench):
 // FetchCooldown 2ms and FetchPollInterval 20ms, "much better than the
-// client's default values" for throughput, and MaxWorkers 2,000.
-func newRiverEnv(ctx context.Context, c config, expect int) (*riverEnv, error) {
+// client's default values" for throughput, and MaxWorkers 2,000; with, if
+// adapter, Tenure's schema migrated beside River's tables and the River
+// adapter installed with Record (workload R).
+func newRiverEnvWith(ctx context.Context, c config, expect int, adapter bool) (*riverEnv, error) {
 	schema := c.prefix + "_river"
 	pool, err := newPool(ctx, c.url, c.poolSize)
 	if err != nil {
 		return nil, err
 	}
 	e := &riverEnv{schema: schema, pool: pool}
-	if err := e.setup(ctx, c, expect); err != nil {
+	if err := e.setup(ctx, c, expect, adapter); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *riverEnv) setup(ctx context.Context, c config, expect int) error {
+func (e *riverEnv) setup(ctx context.Context, c config, expect int, adapter bool) error {
 	if err := dropSchema(ctx, e.pool, e.schema); err != nil {
 		return err
 	}
@@ -74,14 +80,27 @@ func (e *riverEnv) setup(ctx context.Context, c config, expect int) error {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, noopWorker{})
-	e.client, err = river.NewClient(driver, &river.Config{
+	cfg := &river.Config{
 		Schema:            e.schema,
 		FetchCooldown:     c.riverCooldown,
 		FetchPollInterval: c.riverPoll,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.riverWorkers}},
 		Workers:           workers,
 		Logger:            quiet,
-	})
+	}
+	if adapter {
+		if err := store.Migrate(ctx, e.pool, store.WithSchema(e.schema)); err != nil {
+			return err
+		}
+		r, err := riveradapter.NewRetry(riveradapter.Kind(noopArgs{}.Kind(), policy.Default()), riveradapter.Record(e.pool, e.schema))
+		if err != nil {
+			return err
+		}
+		if err := r.Configure(cfg); err != nil {
+			return err
+		}
+	}
+	e.client, err = river.NewClient(driver, cfg)
 	if err != nil {
 		return err
 	}
@@ -129,9 +148,13 @@ func (e *riverEnv) completed(ctx context.Context) (int, error) {
 // riverDrain is A': InsertMany, then the client is started and timed until
 // every job completed.
 func riverDrain(ctx context.Context, c config, m *meter) (res result, err error) {
-	n := c.runsA
-	res = result{Workload: "A'", System: "river", Runs: n, Steps: 1}
-	e, err := newRiverEnv(ctx, c, n)
+	return riverDrainOf(ctx, c, m, result{Workload: "A'", System: "river", Runs: c.runsA, Steps: 1}, false)
+}
+
+// riverDrainOf is riverDrain of res's workload, with the adapter if adapter.
+func riverDrainOf(ctx context.Context, c config, m *meter, res result, adapter bool) (_ result, err error) {
+	n := res.Runs
+	e, err := newRiverEnvWith(ctx, c, n, adapter)
 	if err != nil {
 		return res, err
 	}
@@ -163,9 +186,14 @@ func riverDrain(ctx context.Context, c config, m *meter) (res result, err error)
 // riverLatency is C: one job at a time, Insert then wait for its
 // completion, with the client started and idle between jobs.
 func riverLatency(ctx context.Context, c config, m *meter) (res result, err error) {
-	n := c.runsC
-	res = result{Workload: "C", System: "river", Runs: n, Steps: 1}
-	e, err := newRiverEnv(ctx, c, n)
+	return riverLatencyOf(ctx, c, m, result{Workload: "C", System: "river", Runs: c.runsC, Steps: 1}, false)
+}
+
+// riverLatencyOf is riverLatency of res's workload, with the adapter if
+// adapter.
+func riverLatencyOf(ctx context.Context, c config, m *meter, res result, adapter bool) (_ result, err error) {
+	n := res.Runs
+	e, err := newRiverEnvWith(ctx, c, n, adapter)
 	if err != nil {
 		return res, err
 	}
