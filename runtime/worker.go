@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenurehq/tenure/activities"
@@ -425,13 +426,32 @@ func (w *Worker) wakeAt(d time.Duration) { w.claimer.wakeAt(d) }
 
 // connect opens a connection of the worker's own, outside the pool, with the
 // pool's settings: the LISTEN and heartbeat connections never take a slot
-// that runs need, and runs holding every slot cannot starve them. It gives up
-// after StatementTimeout.
+// that runs need, and runs holding every slot cannot starve them. Each try
+// gives up after StatementTimeout; a timed-out try is made again, up to
+// connectTries.
 func (w *Worker) connect(ctx context.Context) (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
-	defer cancel()
-	return pgx.ConnectConfig(ctx, w.store.Pool().Config().ConnConfig.Copy())
+	// A server slow to accept (a loaded machine) gets three tries, each of
+	// StatementTimeout; a refused connection or a bad password fails at once.
+	var err error
+	for try := 1; try <= connectTries; try++ {
+		var c *pgx.Conn
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.StatementTimeout)
+		c, err = pgx.ConnectConfig(cctx, w.store.Pool().Config().ConnConfig.Copy())
+		cancel()
+		if err == nil || ctx.Err() != nil || !(pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)) {
+			return c, err
+		}
+		if try < connectTries {
+			w.cfg.Logger.Warn("tenure: the database did not accept a connection in time; trying again",
+				"worker", w.cfg.Label, "try", try, "of", connectTries, "timeout", w.cfg.StatementTimeout, "error", err)
+		}
+	}
+	return nil, err
 }
+
+// connectTries is how many times connect tries a server that does not
+// answer within StatementTimeout.
+const connectTries = 3
 
 func (w *Worker) workflowFor(name string) sdk.Definition {
 	w.mu.Lock()

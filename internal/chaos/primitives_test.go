@@ -145,8 +145,11 @@ func TestKill_DurableSleepInProcessEndsAtItsRecordedDueTime(t *testing.T) {
 	if late := finished.Sub(due); late > scenarioLease {
 		t.Errorf("run finished %s after the sleep's due time, want within the lease (%s)", late, scenarioLease)
 	}
-	if sinceClaim := finished.Sub(reclaimed); sinceClaim >= sleep/2 {
-		t.Errorf("run finished %s after the rescuer's claim, want the rest of the sleep (< %s), not all of it (%s)", sinceClaim, sleep/2, sleep)
+	// (Under a loaded CI the rest of a 3 s sleep took 1.58 s to finish: the
+	// bound is the full sleep, which a restarted one takes at least.)
+	if sinceClaim := finished.Sub(reclaimed); sinceClaim >= sleep {
+		t.Errorf("run finished %s after the rescuer's claim, want the rest of the sleep (%s), not all of it (%s)",
+			sinceClaim, due.Sub(reclaimed).Round(time.Millisecond), sleep)
 	}
 
 	if got, want := e.attempts(id, 1), []attempt{{"succeeded", "doomed", 1, false}}; !slices.Equal(got, want) {

@@ -191,7 +191,7 @@ func readCalls(ctx context.Context, pool *pgxpool.Pool, s string, opts FlowOptio
 	}
 	rows, err := pool.Query(ctx, `
 		SELECT a.activity, a.worker, coalesce(r.input->>'key', ''), a.run_id, a.step, a.attempt, a.status,
-		       a.started_at, l.at, least(coalesce(a.ended_at, 'infinity'), coalesce(l.returned_at, 'infinity'))
+		       a.started_at, l.at, least(a.ended_at, l.returned_at, clock_timestamp())
 		FROM `+s+`.attempts a JOIN `+s+`.runs r ON r.id = a.run_id
 		LEFT JOIN LATERAL (`+invocations+`) AS l ON true
 		WHERE a.activity = ANY ($1)`, acts)
