@@ -177,13 +177,13 @@ func testConfig(t *testing.T, prefix string) config {
 }
 
 // TestFlowScenarios runs F-conc, F-rate and F-breaker shortened (3 worker
-// processes; 100 runs at a limit of 5, then a kill; 5 s of a rate of 20/s
-// on 2 keys; a 5 s outage at 30 runs/s) and asserts what holds at any
-// speed: never over a limit (by the activity's own count, the calls' and
-// the attempts' times), no capacity leaked, no attempt charged by the
-// limit, one probe per open interval, retries within the budget. The
-// throughput and timing targets are the benchmark's to judge, not a
-// test's.
+// processes; 100 runs at a limit of 5, then a kill of a worker holding 2
+// or more; 5 s of a rate of 20/s on 2 keys; a 5 s outage at 30 runs/s)
+// and asserts what holds at any speed: never over a limit (by the
+// activity's own count, the calls' and the attempts' times), no capacity
+// leaked, no attempt charged by the limit, one probe per open interval,
+// retries within the budget. The throughput and timing targets are the
+// benchmark's to judge, not a test's.
 func TestFlowScenarios(t *testing.T) {
 	c := testConfig(t, "benchflow")
 	c.loads = flowLoads
@@ -218,6 +218,18 @@ func TestFlowScenarios(t *testing.T) {
 	}
 	if !slices.Equal(got, flowLoads) {
 		t.Errorf("measured %q, want %q", got, flowLoads)
+	}
+}
+
+// TestKillHolding checks the slots F-conc's killed worker holds at least:
+// the 5 at its scale (20 over 4 workers), and no more than one
+// worker is sure to hold at the test's (5 over 3), where waiting for one
+// holding all 5 ran out of time on a slow machine.
+func TestKillHolding(t *testing.T) {
+	for _, c := range []struct{ limit, workers, want int }{{20, 4, 5}, {40, 4, 5}, {5, 3, 2}, {1, 3, 1}, {6, 3, 2}} {
+		if got := killHolding(c.limit, c.workers); got != c.want {
+			t.Errorf("killHolding(%d, %d) = %d, want %d", c.limit, c.workers, got, c.want)
+		}
 	}
 }
 
