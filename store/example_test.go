@@ -55,6 +55,7 @@ func ExampleMigrate() {
 	// 24 history_stats true
 	// 25 history_merge true
 	// 26 river true
+	// 27 history_layout true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -86,7 +87,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (26, 'river');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (27, 'history_layout');
 	//
 	// COMMIT;
 }
@@ -118,5 +119,6 @@ func ExampleScriptFrom() {
 	// 24 history_stats true
 	// 25 history_merge true
 	// 26 river true
+	// 27 history_layout true
 	// true
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -236,5 +237,100 @@ func TestHistoryStats_EveryPartitionHasRunIDsDistinctCount(t *testing.T) {
 	exec(t, pool, schema, `ANALYZE {schema}.`+part)
 	if got := query[float64](t, pool, schema, `SELECT n_distinct FROM pg_stats WHERE schemaname = $1 AND tablename = $2 AND attname = 'run_id'`, schema, part); got != -0.5 {
 		t.Errorf("%s's analysed distinct count of run_id %v, want -0.5", part, got)
+	}
+}
+
+// Migration 27 makes the partitions of steps with the policy as the row's
+// last column, so that the update ending a step logs the columns it
+// changes and not the policy again: the partitions made from then on, and
+// those still empty at the migration; a partition that holds rows keeps
+// its layout, its rows not rewritten. Retention's swaps and merges copy
+// between partitions of both layouts by column name, every value kept.
+func TestMigration27_NewStepsPartitionsKeepThePolicyLastAndCopiesKeepEveryValue(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	migrateTo(t, pool, schema, 26)
+	exec(t, pool, schema, `INSERT INTO {schema}.runs (id, workflow, input, status, epoch) VALUES ({schema}._uuid_v7(), 'orders', '{}', 'queued', 1)`)
+	exec(t, pool, schema, `INSERT INTO {schema}.steps (run_id, step, activity, status, policy, input_hash)
+		SELECT id, 1, 'charge', 'running', '{"max_attempts": 3}', 42 FROM {schema}.runs`)
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	// Each partition of steps and its last column.
+	layouts := func() map[string]string {
+		rows := query[[][]string](t, pool, schema, `SELECT coalesce(array_agg(ARRAY[c.relname::text, (SELECT a.attname::text FROM pg_attribute a
+			WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum DESC LIMIT 1)]), '{}')
+			FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '{schema}.steps'::regclass`)
+		m := map[string]string{}
+		for _, r := range rows {
+			m[r[0]] = r[1]
+		}
+		return m
+	}
+	day := time.Now().UTC()
+	want := map[string]string{"steps_0": "build_id", "steps_default": "build_id",
+		"steps_" + day.AddDate(0, 0, 1).Format("20060102"): "policy", "steps_" + day.AddDate(0, 0, 2).Format("20060102"): "policy"}
+	if got := layouts(); !maps.Equal(got, want) {
+		t.Errorf("steps' partitions and their last columns %v, want %v (steps_0 holds a row: kept as it was)", got, want)
+	}
+	if got := query[string](t, pool, schema, `SELECT policy::text || ' ' || input_hash || ' ' || status FROM {schema}.steps`); got != `{"max_attempts": 3} 42 running` {
+		t.Errorf("the step written before the migration reads %q", got)
+	}
+	made := query[[]string](t, pool, schema, `SELECT coalesce(array_agg(x), '{}') FROM {schema}.ensure_history_partitions(4) AS x WHERE x LIKE 'steps%'`)
+	if got := layouts(); len(made) != 2 || got[made[0]] != "policy" || got[made[1]] != "policy" {
+		t.Errorf("made %v; layouts %v: want the new days with the policy last", made, got)
+	}
+
+	// Retention between layouts: the days of Backdate are partitions as
+	// migration 22 made them (the table's layout); a swap copies the kept
+	// histories into partitions of the new one, and merges join them.
+	st := newStore(t)
+	pool, schema = st.Pool(), st.Schema()
+	backdate(t, pool, schema, 12)
+	var failed []string
+	for d := 3; d <= 10; d++ {
+		failed = append(failed, oldRuns(t, pool, schema, d, 10, "failed", fmt.Sprintf("f%d", d))...)
+		if d%2 == 0 { // the odd days keep every run: no swap, their layout stays
+			oldRuns(t, pool, schema, d, 30, "completed", fmt.Sprintf("c%d", d))
+		}
+	}
+	exec(t, pool, schema, `UPDATE {schema}.steps SET policy = jsonb_build_object('max_attempts', step, 'run', run_id), error_message = 'e' || step,
+		budget_from = step, input_hash = step * 7, build_id = 'b' || step`)
+	rows := func(tbl string) string {
+		return query[string](t, pool, schema, `SELECT md5(string_agg(to_jsonb(x)::text, ',' ORDER BY x.run_id, x.step)) FROM {schema}.`+tbl+` x
+			WHERE x.run_id = ANY($1::uuid[])`, failed)
+	}
+	steps, attempts := rows("steps"), rows("attempts")
+	if err := st.SetRetention(t.Context(), store.HistoryRetention{Completed: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for pass := 0; pass < 12; pass++ {
+		if err := st.RetainHistory(t.Context(), "test", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swaps := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.history_drops WHERE state = 'done'`)
+	merges := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.audit_log WHERE action = 'retention' AND filter->>'change' = 'merge'`)
+	got := layouts()
+	t.Logf("%d drops, %d merges; layouts %v", swaps, merges, got)
+	if swaps < 4 || merges < 1 {
+		t.Fatalf("%d drops and %d merges: want the four days with completed runs dropped and a merge", swaps, merges)
+	}
+	if rows("steps") != steps || rows("attempts") != attempts {
+		t.Errorf("the kept runs' steps or attempts changed in the copies: %s → %s, %s → %s", steps, rows("steps"), attempts, rows("attempts"))
+	}
+	if n := query[int64](t, pool, schema, `SELECT count(*) FROM {schema}.steps WHERE run_id = ANY($1::uuid[])`, failed); n != int64(2*len(failed)) {
+		t.Errorf("%d steps of the %d failed runs kept, want %d", n, len(failed), 2*len(failed))
+	}
+	var old, new int
+	for _, last := range got {
+		if last == "policy" {
+			new++
+		} else {
+			old++
+		}
+	}
+	if new == 0 || old == 0 {
+		t.Errorf("layouts after retention %v: want both, the swapped days' and the untouched days'", got)
 	}
 }
