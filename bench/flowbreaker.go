@@ -86,8 +86,8 @@ func (f *flowRun) breakerChecks(ctx context.Context, res result, from, until tim
 	if err := f.pool.QueryRow(ctx, f.sql(`SELECT
 		(SELECT count(*) FROM {s}.attempts WHERE started_at >= $1 AND started_at < $2 AND attempt = 1),
 		(SELECT count(*) FROM {s}.attempts WHERE started_at >= $1 AND started_at < $2 AND attempt > 1 AND NOT is_rescue),
-		(SELECT count(*) FROM {s}.failures WHERE reason = 'retries_exhausted'),
-		(SELECT count(*) FROM {s}.runs WHERE status <> 'completed'),
+		(SELECT count(*) FROM {s}.failures WHERE reason = 'retries_exhausted' AND workflow = '`+flowWorkflow+`'),
+		(SELECT count(*) FROM {s}.runs WHERE status <> 'completed' AND workflow = '`+flowWorkflow+`'),
 		(SELECT max(finished_at) FROM {s}.runs)`), from, until).Scan(&firsts, &retries, &exhausted, &failed, &last); err != nil {
 		return res, err
 	}

@@ -105,7 +105,7 @@ func (f *flowRun) awaitRuns(ctx context.Context, m *meter, timeout time.Duration
 	runs := pgx.Identifier{f.schema, "runs"}.Sanitize()
 	return waitFor(ctx, 20*time.Millisecond, timeout, "the runs to end", func() (bool, error) {
 		var ended int
-		err := m.conn.QueryRow(ctx, `SELECT count(*) FROM `+runs+` WHERE status IN ('completed', 'failed')`).Scan(&ended)
+		err := m.conn.QueryRow(ctx, `SELECT count(*) FROM `+runs+` WHERE status IN ('completed', 'failed') AND workflow = $1`, flowWorkflow).Scan(&ended)
 		return ended >= f.runs, err
 	})
 }
@@ -187,7 +187,7 @@ func flowConc(ctx context.Context, c config, m *meter) (res result, err error) {
 	var span, held, called float64
 	if err := f.pool.QueryRow(ctx, f.sql(`SELECT extract(epoch FROM max(ended_at) - min(started_at)),
 		extract(epoch FROM sum(ended_at - started_at)), (SELECT extract(epoch FROM sum(returned_at - at)) FROM {s}.`+flowCallsTable+`)
-		FROM {s}.attempts`)).Scan(&span, &held, &called); err != nil {
+		FROM {s}.attempts WHERE activity = '`+flowActivity+`'`)).Scan(&span, &held, &called); err != nil {
 		return res, err
 	}
 	ideal := float64(fc.concLimit) / fc.activity.Seconds()
@@ -301,7 +301,7 @@ func (f *flowRun) concChecks(ctx context.Context, res result, k kill) (result, e
 		Pass: back > 0 && back <= fc.lease+time.Second})
 	var attempts, runs, lost, failed int
 	if err := f.pool.QueryRow(ctx, f.sql(`SELECT count(*), count(DISTINCT run_id), count(*) FILTER (WHERE status = 'lost'),
-		count(*) FILTER (WHERE status NOT IN ('succeeded', 'lost')) FROM {s}.attempts`)).Scan(&attempts, &runs, &lost, &failed); err != nil {
+		count(*) FILTER (WHERE status NOT IN ('succeeded', 'lost')) FROM {s}.attempts WHERE activity = '`+flowActivity+`'`)).Scan(&attempts, &runs, &lost, &failed); err != nil {
 		return res, err
 	}
 	charged := attempts - runs - lost
@@ -317,7 +317,7 @@ func (f *flowRun) concChecks(ctx context.Context, res result, k kill) (result, e
 // passed the limit less what the killed worker held, then reached it.
 func (f *flowRun) recovery(ctx context.Context, k kill) (back, first time.Duration, err error) {
 	rows, err := f.pool.Query(ctx, f.sql(`SELECT started_at, ended_at FROM {s}.attempts
-		WHERE status <> 'lost' AND ended_at > $1`), k.at)
+		WHERE status <> 'lost' AND ended_at > $1 AND activity = $2`), k.at, flowActivity)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -391,7 +391,8 @@ func flowRate(ctx context.Context, c config, m *meter) (res result, err error) {
 	}
 	res.Checks = append(res.Checks, inv...)
 	rows, err := f.pool.Query(ctx, f.sql(`
-		WITH a AS (SELECT r.input->>'key' AS key, a.started_at FROM {s}.attempts a JOIN {s}.runs r ON r.id = a.run_id),
+		WITH a AS (SELECT r.input->>'key' AS key, a.started_at FROM {s}.attempts a JOIN {s}.runs r ON r.id = a.run_id
+		           WHERE a.activity = '`+flowActivity+`'),
 		     t0 AS (SELECT key, min(started_at) AS t0 FROM a GROUP BY key)
 		SELECT a.key, count(*)::int FROM a JOIN t0 USING (key)
 		WHERE a.started_at < t0.t0 + $1 * interval '1 millisecond' GROUP BY a.key ORDER BY a.key`), fc.seconds.Milliseconds())
