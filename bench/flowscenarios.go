@@ -239,8 +239,9 @@ func (f *flowRun) killHolder(ctx context.Context, m *meter, least int) (k kill, 
 		return k, err
 	}
 	held := f.sql(`SELECT r.claimant, count(*)::int, sum(count(*)) OVER ()::int, max(max(r.lease_expires_at)) OVER ()
-		FROM {s}.flow_slots s JOIN {s}.runs r ON r.id = s.run_id AND r.epoch = s.epoch
-		WHERE s.downstream = $1 AND r.status = 'running' AND r.lease_expires_at > now()
+		FROM {s}.attempts a JOIN {s}.runs r ON r.id = a.run_id AND r.epoch = a.epoch
+		WHERE a.hold_downstream = $1 AND a.hold_key IS NOT NULL AND a.status = 'running'
+		  AND r.status = 'running' AND r.lease_expires_at > now()
 		GROUP BY r.claimant ORDER BY 2 DESC LIMIT 1`)
 	var total int
 	var exp time.Time
@@ -262,8 +263,9 @@ func (f *flowRun) killHolder(ctx context.Context, m *meter, least int) (k kill, 
 		return k, err
 	}
 	if err := m.conn.QueryRow(ctx, f.sql(`SELECT clock_timestamp(), count(*)::int, coalesce(max(r.lease_expires_at), clock_timestamp())
-		FROM {s}.flow_slots s JOIN {s}.runs r ON r.id = s.run_id AND r.epoch = s.epoch
-		WHERE s.downstream = $1 AND r.status = 'running' AND r.claimant = $2`), flowDownstream, k.label).Scan(&k.at, &k.held, &k.expires); err != nil {
+		FROM {s}.attempts a JOIN {s}.runs r ON r.id = a.run_id AND r.epoch = a.epoch
+		WHERE a.hold_downstream = $1 AND a.hold_key IS NOT NULL AND a.status = 'running'
+		  AND r.status = 'running' AND r.claimant = $2`), flowDownstream, k.label).Scan(&k.at, &k.held, &k.expires); err != nil {
 		return k, err
 	}
 	return k, endCallsOf(ctx, f.pool, f.schema, p.cmd.Process.Pid)

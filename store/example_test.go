@@ -56,6 +56,7 @@ func ExampleMigrate() {
 	// 25 history_merge true
 	// 26 river true
 	// 27 history_layout true
+	// 28 flow_counts true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -87,7 +88,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (27, 'history_layout');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (28, 'flow_counts');
 	//
 	// COMMIT;
 }
@@ -120,5 +121,6 @@ func ExampleScriptFrom() {
 	// 25 history_merge true
 	// 26 river true
 	// 27 history_layout true
+	// 28 flow_counts true
 	// true
 }

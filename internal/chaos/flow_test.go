@@ -18,7 +18,8 @@ import (
 // key through two workers until the downstream's concurrency limit holds
 // them back, checks that the flow rules hold, then breaks each rule in the
 // tables and checks that the checker names it: a limit lowered below what
-// ran at once, a slot left to a run that ended, a waiter left behind.
+// ran at once, an attempt that ended still holding capacity, a count
+// below the live holders, a waiter left behind.
 func TestFlow_TheFlowRulesHoldAndSeeWhatBreaksThem(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -46,11 +47,17 @@ func TestFlow_TheFlowRulesHoldAndSeeWhatBreaksThem(t *testing.T) {
 	e.wantViolation(opts, invariant.NeverOverLimit, "attempts in flight, limit 1")
 	e.exec(`UPDATE {schema}.downstreams SET concurrency = $2 WHERE name = $1`, workload.DownstreamName, workload.DownstreamConcurrency)
 
-	// A slot whose holder ended under the lease that took it.
-	e.exec(`UPDATE {schema}.flow_slots s SET run_id = r.id, epoch = r.epoch, step = 1, taken_at = now()
-		FROM {schema}.runs r WHERE r.id = $1 AND s.downstream = $2 AND s.slot = 1`, ids[0], workload.DownstreamName)
-	e.wantViolation(opts, invariant.NoCapacityLeaked, "a slot left to a run that ended")
-	e.exec(`UPDATE {schema}.flow_slots SET run_id = NULL, epoch = NULL, step = NULL, taken_at = NULL`)
+	// An attempt that ended with its hold (its end did not give it back),
+	// and a count below its live holders.
+	e.exec(`UPDATE {schema}.attempts SET hold_downstream = $2, hold_key = '' WHERE run_id = $1`, ids[0], workload.DownstreamName)
+	e.wantViolation(opts, invariant.NoCapacityLeaked, "an attempt that ended still holding")
+	e.exec(`UPDATE {schema}.attempts SET hold_downstream = NULL, hold_key = NULL WHERE run_id = $1`, ids[0])
+	e.exec(`UPDATE {schema}.runs SET status = 'running', lease_expires_at = now() + interval '1 hour' WHERE id = $1`, ids[0])
+	e.exec(`UPDATE {schema}.attempts SET status = 'running', ended_at = NULL, hold_downstream = $2, hold_key = '' WHERE run_id = $1`, ids[0], workload.DownstreamName)
+	e.exec(`UPDATE {schema}.flow_keys SET in_use = 0 WHERE downstream = $1`, workload.DownstreamName)
+	e.wantViolation(opts, invariant.NoCapacityLeaked, "a key counting fewer takes than its live holders")
+	e.exec(`UPDATE {schema}.attempts SET status = 'succeeded', ended_at = now(), hold_downstream = NULL, hold_key = NULL WHERE run_id = $1`, ids[0])
+	e.exec(`UPDATE {schema}.runs SET status = 'completed', lease_expires_at = NULL WHERE id = $1`, ids[0])
 
 	// A waiter left for a run that no longer waits.
 	e.exec(`INSERT INTO {schema}.flow_waiters (downstream, key, cause, run_id, since) VALUES ($1, '', 'concurrency', $2, now())`,

@@ -244,7 +244,8 @@ type commitBatch struct {
 		spanIDs                       []string
 		policies                      []jsonParam
 		rescues                       []bool
-		inputHashes                   []*int64 // nil: none
+		inputHashes                   []*int64  // nil: none
+		holdDownstreams, holdKeys     []*string // nil: no take
 	}
 	complete struct {
 		ids             []uuidParam
@@ -383,6 +384,11 @@ func (c *commitBatch) add(i int, w *Write) {
 		x.rescues, x.workers = append(x.rescues, a.Rescue), append(x.workers, a.Worker)
 		x.traceIDs, x.spanIDs = append(x.traceIDs, a.TraceID), append(x.spanIDs, a.SpanID)
 		x.inputHashes = append(x.inputHashes, hashArg(a.InputHash))
+		var ds, key *string
+		if a.Take != nil {
+			ds, key = &a.Take.Downstream, &a.Take.Key
+		}
+		x.holdDownstreams, x.holdKeys = append(x.holdDownstreams, ds), append(x.holdKeys, key)
 	}
 	c.addRunEnd(i, w, id, ep)
 }
@@ -578,7 +584,7 @@ const sqlStepDone = `
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::jsonb[])
 			AS x(run_id, epoch, step, attempt, output)),` + fence + `,
 	a AS (
-		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
+		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now(), hold_key = NULL
 		FROM f WHERE ` + sameAttempt + ` AND a.status = 'running'),
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.output, finished_at = now()
@@ -595,7 +601,7 @@ const sqlEndAttempt = `
 		UPDATE {schema}.attempts a
 		SET status = f.status, ended_at = now(), error_message = f.error_message,
 		    error_type = nullif(f.error_type, ''), error_stack = nullif(f.error_stack, ''),
-		    delay_ms = f.delay_ms, delay_source = nullif(f.delay_source, '')
+		    delay_ms = f.delay_ms, delay_source = nullif(f.delay_source, ''), hold_key = NULL
 		FROM f WHERE ` + sameAttempt + ` AND a.status = 'running')
 	SELECT run_id, epoch, 0::float8 FROM f`
 
@@ -620,8 +626,9 @@ const sqlFailStep = `
 const sqlStartAttempt = `
 	WITH x AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-		                     $7::bool[], $8::text[], $9::text[], $10::text[], $11::bigint[])
-			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id, input_hash)),
+		                     $7::bool[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[])
+			AS x(run_id, epoch, step, attempt, activity, policy, rescue, worker, trace_id, span_id, input_hash,
+			     hold_downstream, hold_key)),
 	f AS (
 		SELECT x.*, held.reclaims FROM x, LATERAL (
 			SELECT r.status, r.reclaims FROM {schema}.runs r WHERE r.id = x.run_id AND r.epoch = x.epoch
@@ -645,9 +652,12 @@ const sqlStartAttempt = `
 		-- An attempt admitted under a limit starts when it was admitted
 		-- (_flow's tenure.admitted): after the end that made room for it
 		-- committed, where the transaction's start may be before it.
-		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id, started_at)
+		-- One admitted under a downstream names it, and its key: it holds
+		-- a unit of the key's count until its end (migration 28).
+		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id, started_at,
+		                               hold_downstream, hold_key)
 		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, ''),
-		       coalesce((SELECT (adm.j ->> f.run_id::text)::timestamptz FROM adm), now())
+		       coalesce((SELECT (adm.j ->> f.run_id::text)::timestamptz FROM adm), now()), hold_downstream, hold_key
 		FROM f
 		ON CONFLICT (run_id, step, attempt) DO NOTHING)
 	SELECT st.run_id, f.epoch, extract(epoch FROM now() - st.first_started_at)::float8 * 1000 FROM st JOIN f USING (run_id)`
@@ -693,7 +703,7 @@ func strayAttempts(except string) string {
 	return `
 	stray AS (
 		UPDATE {schema}.attempts a
-		SET status = 'lost', ended_at = now(),
+		SET status = 'lost', ended_at = now(), hold_key = NULL,
 		    error_message = 'its end was never recorded while its run went on: the write was lost (a failover to a standby that had not received it, say)'
 		FROM f WHERE f.was = 'running' AND a.run_id >= f.run_id AND a.run_id <= f.run_id AND a.status = 'running' ` + except + `)`
 }
@@ -709,7 +719,7 @@ var sqlCompleteRun = `
 			AS x(run_id, epoch, output, step, attempt, step_output)),` + endFenceFor(RunCompleted) + `,` +
 	strayAttempts("AND NOT (a.step = f.step AND a.attempt = f.attempt)") + `,
 	a AS (
-		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now()
+		UPDATE {schema}.attempts a SET status = 'succeeded', ended_at = now(), hold_key = NULL
 		FROM f WHERE f.step > 0 AND f.was = 'running' AND ` + sameAttempt + ` AND a.status = 'running'),
 	s AS (
 		UPDATE {schema}.steps s SET status = 'completed', output = f.step_output, finished_at = now()
@@ -808,13 +818,6 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	ch := &c.child
 	q(kindStartChild, sqlStartChild, ch.ids, ch.epochs, ch.steps, ch.children, ch.workflows, ch.queues,
 		ch.priorities, ch.inputs, ch.traceparents, ch.inputHashes)
-	c.flowAt = -1
-	if c.flow.any() {
-		c.flow.queue(s, b)
-		c.flowAt = len(c.order) // read before the statement queued next
-	}
-	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
-		st.rescues, st.workers, st.traceIDs, st.spanIDs, st.inputHashes)
 	cr := &c.complete
 	q(kindComplete, sqlCompleteRun, cr.ids, cr.epochs, cr.outputs, cr.steps, cr.attempts, cr.stepOutputs)
 	f := &c.fail
@@ -823,6 +826,16 @@ func (c *commitBatch) queue(s *Store, b *pgx.Batch) {
 	q(kindCancel, sqlCancelRun, c.cancel.ids, c.cancel.epochs, c.cancel.msgs)
 	r := &c.release
 	q(kindRelease, sqlRelease, r.ids, r.epochs, r.delays, r.waitFor, r.untilSteps)
+	// Capacity after every end of the batch (a give counts only for an
+	// attempt its own transaction ended: migration 28), before the starts
+	// (a denied take parks its run, and the start's fence then refuses it).
+	c.flowAt = -1
+	if c.flow.any() {
+		c.flow.queue(s, b)
+		c.flowAt = len(c.order) // read before the statement queued next
+	}
+	q(kindStart, sqlStartAttempt, st.ids, st.epochs, st.steps, st.attempts, st.activities, st.policies,
+		st.rescues, st.workers, st.traceIDs, st.spanIDs, st.inputHashes, st.holdDownstreams, st.holdKeys)
 	// After the ends: what they set off. (Statements that return a count,
 	// read as the notices are.)
 	if len(c.waiting) > 0 {

@@ -118,10 +118,10 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 	}
 }
 
-// sqlFlow takes and gives back a batch's capacity (migration 16's _flow),
+// sqlFlow takes and gives back a batch's capacity (migration 28's _flow_batch),
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
-const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
 // sqlFlowAgain is sqlFlow for a batch that repeats a write with gives whose
 // first try may have committed (Write.Again). An outcome (ok, error) counts
@@ -133,7 +133,7 @@ const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow(
 // here. Its slot's release is idempotent already. A give whose attempt is
 // not known ($17, $18: 0) counts as before. One lookup by the attempts'
 // primary key per give, for repeats only.
-const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow($1, $2, $3, $4,
+const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_batch($1, $2, $3, $4,
 	ARRAY(SELECT CASE WHEN x.o IN ('ok', 'error') AND x.s > 0 AND NOT EXISTS (
 	                      SELECT 1 FROM {schema}.attempts a
 	                      WHERE (a.run_id, a.step, a.attempt) >= (x.r, x.s, x.a) AND (a.run_id, a.step, a.attempt) <= (x.r, x.s, x.a)
@@ -141,13 +141,14 @@ const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._
 	                  THEN 'none' ELSE x.o END
 	      FROM unnest($1::uuid[], $2::bigint[], $5::text[], $17::int[], $18::int[]) WITH ORDINALITY AS x(r, e, o, s, a, n)
 	      ORDER BY x.n),
-	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	args := []any{f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
-		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots}
+		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots,
+		f.giveSteps, f.giveAttempts}
 	if f.givesAgain {
-		b.Queue(s.sql(sqlFlowAgain), append(args, f.giveSteps, f.giveAttempts)...)
+		b.Queue(s.sql(sqlFlowAgain), args...)
 		return
 	}
 	b.Queue(s.sql(sqlFlow), args...)

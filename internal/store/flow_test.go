@@ -33,8 +33,9 @@ func TestCommit_ARepeatedTakeIsAnsweredAsItsFirstTry(t *testing.T) {
 			t.Fatalf("try %d of the first run's start: %v %+v", try, err, res[0])
 		}
 	}
-	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != 1 {
-		t.Errorf("%d slots held after a repeated take, want 1", n)
+	if got := scalar[string](t, st, `SELECT in_use || ' ' || (SELECT count(*) FROM {schema}.attempts WHERE hold_key IS NOT NULL)
+		FROM {schema}.flow_keys WHERE downstream = 'one'`); got != "1 1" {
+		t.Errorf("count and holders after a repeated take: %s, want 1 1", got)
 	}
 	if n := scalar[int64](t, st, `SELECT admitted FROM {schema}.downstream_state WHERE name = 'one'`); n != 1 {
 		t.Errorf("admitted %d, want 1", n)
@@ -56,17 +57,18 @@ func TestCommit_ARepeatedTakeIsAnsweredAsItsFirstTry(t *testing.T) {
 	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, leases[1].RunID); n != 1 {
 		t.Errorf("%d waiter rows for the denied run, want 1", n)
 	}
-	// The first run's end gives its slot back and wakes the second.
+	// The first run's end gives its capacity back and wakes the second.
 	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{{Lease: leases[0], StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)},
-		CompleteRun: &store.RunOutput{Output: []byte(`1`)}, Gives: []store.FlowGive{{Downstream: "one", Outcome: store.GiveOK}}}})
+		CompleteRun: &store.RunOutput{Output: []byte(`1`)}, Gives: []store.FlowGive{{Downstream: "one", Outcome: store.GiveOK, Step: 1, Attempt: 1}}}})
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("complete: %v %+v", err, res)
 	}
 	if got := scalar[bool](t, st, `SELECT run_after <= now() FROM {schema}.runs WHERE id = $1`, leases[1].RunID); !got {
 		t.Error("the waiter was not woken by the release")
 	}
-	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != 0 {
-		t.Errorf("%d slots held after the release", n)
+	if got := scalar[string](t, st, `SELECT in_use || ' ' || (SELECT count(*) FROM {schema}.attempts WHERE hold_key IS NOT NULL)
+		FROM {schema}.flow_keys WHERE downstream = 'one'`); got != "0 0" {
+		t.Errorf("count and holders after the release: %s, want 0 0", got)
 	}
 }
 
@@ -171,9 +173,11 @@ func TestCommit_AStreakOfErrorsEndsWithItsWindow(t *testing.T) {
 	}
 }
 
-// Slots are made as takes need them, at least doubling, never above the
-// limit; a lowered limit's free slots above it go.
-func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
+// A key's count admits takes while it stays within the limit; a limit
+// lowered below it denies until enough are given back; a holder whose
+// lease moved on is taken away by the recount of a take that found no
+// room, and its late end gives nothing back.
+func TestCommit_AKeysCountStaysWithinTheLimit(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	start := declarePool(t, st, 5)
@@ -190,54 +194,62 @@ func TestCommit_SlotsAreMadeAsTheyAreNeededWithinTheLimit(t *testing.T) {
 		}
 		return res
 	}
-	rows := func() string {
-		return scalar[string](t, st, `SELECT count(*) || ' ' || count(run_id) FROM {schema}.flow_slots WHERE downstream = 'pool'`)
+	count := func() string {
+		return scalar[string](t, st, `SELECT in_use || ' ' || (SELECT count(*) FROM {schema}.attempts WHERE hold_key IS NOT NULL)
+			FROM {schema}.flow_keys WHERE downstream = 'pool'`)
 	}
 	for _, r := range take(leases[0], leases[1]) {
 		if r.Err != nil || r.Denied != nil {
 			t.Fatalf("first takes: %+v", r)
 		}
 	}
-	if got := rows(); got != "2 2" {
-		t.Errorf("after 2 takes: %s slot rows and held, want 2 2", got)
+	if got := count(); got != "2 2" {
+		t.Errorf("after 2 takes: count and holders %s, want 2 2", got)
 	}
 	res := take(leases[2], leases[3], leases[4], leases[5])
 	for i, r := range res {
 		if want := i < 3; r.Err != nil || (r.Denied == nil) != want {
-			t.Errorf("take %d of 4 with 3 slots left: %+v, admitted want %v", i, r, want)
+			t.Errorf("take %d of 4 with 3 left: %+v, admitted want %v", i, r, want)
 		}
 	}
-	if got := rows(); got != "5 5" {
-		t.Errorf("at the limit: %s slot rows and held, want 5 5", got)
+	if got := count(); got != "5 5" {
+		t.Errorf("at the limit: count and holders %s, want 5 5", got)
 	}
-	// Lowered to 2, with 5 held: denied until 3 are given back; the free
-	// slots above 2 go.
+	// Lowered to 2, with 5 held: denied until 3 are given back.
 	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.downstreams SET concurrency = 2 WHERE name = 'pool'`, st.Schema())); err != nil {
 		t.Fatal(err)
 	}
-	var gives []store.Write
-	for _, l := range leases[:3] {
-		gives = append(gives, store.Write{Lease: l, Gives: []store.FlowGive{{Downstream: "pool", Outcome: store.GiveOK}}})
+	end := func(l store.Lease) store.Write {
+		return store.Write{Lease: l, StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)},
+			Gives: []store.FlowGive{{Downstream: "pool", Outcome: store.GiveOK, Step: 1, Attempt: 1}}}
 	}
+	gives := []store.Write{end(leases[0]), end(leases[1]), end(leases[2])}
 	if res, err := st.Commit(t.Context(), st.Pool(), gives); err != nil || res[0].Err != nil {
 		t.Fatalf("gives: %v %+v", err, res)
+	}
+	if got := count(); got != "2 2" {
+		t.Errorf("after 3 gives: count and holders %s, want 2 2", got)
 	}
 	if r := take(leases[6])[0]; r.Err != nil || r.Denied == nil || r.Denied.Cause != "concurrency" {
 		t.Errorf("a take with 2 held at a limit of 2: %+v, want denied", r)
 	}
-	if got := rows(); got != "4 2" {
-		t.Errorf("after the lowered limit's take: %s slot rows and held, want 4 2 (slots 1, 2 and the two held above)", got)
-	}
-	// The holder of slot 5 loses its lease (another epoch): its slot goes
-	// too, and with one held, the next take is admitted.
+	// The holder of leases[4] loses its lease (another epoch): the next
+	// take's recount takes it away, and with one held, admits.
 	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.runs SET epoch = epoch + 1 WHERE id = $1`, st.Schema()), leases[4].RunID); err != nil {
 		t.Fatal(err)
 	}
 	if r := take(leases[7])[0]; r.Err != nil || r.Denied != nil {
 		t.Errorf("a take with 1 held at a limit of 2: %+v, want admitted", r)
 	}
-	if got := rows(); got != "3 2" {
-		t.Errorf("after the dead holder's slot above the limit went: %s slot rows and held, want 3 2 (slots 1, 2, 4)", got)
+	if got := count(); got != "2 2" {
+		t.Errorf("after the dead holder went and a take: count and holders %s, want 2 2", got)
+	}
+	// The dead holder's late end is refused, and gives nothing back.
+	if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{end(leases[4])}); err != nil || !errors.Is(res[0].Err, store.ErrLeaseLost) {
+		t.Fatalf("the dead holder's end: %v %+v, want its lease lost", err, res)
+	}
+	if got := count(); got != "2 2" {
+		t.Errorf("after the dead holder's late end: count and holders %s, want 2 2", got)
 	}
 }
 
@@ -274,11 +286,11 @@ func declarePool(t *testing.T, st *store.Store, n int) func(l store.Lease, attem
 	}
 }
 
-// An admitted take is told its slot, and a give that names it frees that
-// slot, found by its primary key, and only while the give's run holds it:
-// a give naming a slot another run holds frees nothing, and a give naming
-// none finds its run's slot among the key's.
-func TestCommit_AGiveFreesTheSlotItsTakeWasGiven(t *testing.T) {
+// A give counts for its key once, and only in the write that ends its
+// attempt: a give whose attempt its write does not end (a lease lost, a
+// write that carries no end) counts nothing, and neither does the same
+// write sent again after its commit.
+func TestCommit_AGiveCountsOnlyWithTheEndOfItsAttempt(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	start := declarePool(t, st, 10)
@@ -291,31 +303,37 @@ func TestCommit_AGiveFreesTheSlotItsTakeWasGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots := map[int32]bool{}
 	for i, r := range res {
-		if r.Err != nil || r.Denied != nil || r.Slot < 1 || slots[r.Slot] {
-			t.Fatalf("take %d: %+v, want admitted with a slot of its own", i, r)
+		if r.Err != nil || r.Denied != nil {
+			t.Fatalf("take %d: %+v, want admitted", i, r)
 		}
-		slots[r.Slot] = true
 	}
-	held := func() string {
-		return scalar[string](t, st, `SELECT coalesce(string_agg(slot::text, ' ' ORDER BY slot), '') FROM {schema}.flow_slots WHERE downstream = 'pool' AND run_id IS NOT NULL`)
+	count := func() int64 {
+		return scalar[int64](t, st, `SELECT in_use FROM {schema}.flow_keys WHERE downstream = 'pool'`)
 	}
-	give := func(l store.Lease, slot int32) {
+	commit := func(w store.Write) {
 		t.Helper()
-		w := store.Write{Lease: l, Gives: []store.FlowGive{{Downstream: "pool", Outcome: store.GiveOK, Slot: slot}}}
 		if r, err := st.Commit(t.Context(), st.Pool(), []store.Write{w}); err != nil || r[0].Err != nil {
 			t.Fatalf("give: %v %+v", err, r)
 		}
 	}
-	give(leases[0], res[1].Slot) // another run's slot
-	if got := held(); got != "1 2 3" {
-		t.Fatalf("after a give naming another run's slot: held %q, want 1 2 3", got)
+	give := []store.FlowGive{{Downstream: "pool", Outcome: store.GiveOK, Step: 1, Attempt: 1}}
+	commit(store.Write{Lease: leases[0], Gives: give}) // no end
+	if n := count(); n != 3 {
+		t.Fatalf("after a give without its attempt's end: count %d, want 3", n)
 	}
-	give(leases[0], res[0].Slot)
-	give(leases[2], 0)
-	if got, want := held(), fmt.Sprint(res[1].Slot); got != want {
-		t.Fatalf("after the gives of runs 1 (its slot) and 3 (no slot): held %q, want %s", got, want)
+	end := store.Write{Lease: leases[0], StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)}, Gives: give}
+	commit(end)
+	end.Again = true
+	commit(end)
+	if n := count(); n != 2 {
+		t.Fatalf("after a give with its end, sent twice: count %d, want 2", n)
+	}
+	delay := time.Second
+	commit(store.Write{Lease: leases[2], EndAttempt: &store.AttemptEnd{Step: 1, Attempt: 1, Status: store.AttemptFailed, ErrorMessage: "503", Delay: &delay},
+		Gives: []store.FlowGive{{Downstream: "pool", Outcome: store.GiveError, Step: 1, Attempt: 1}}})
+	if n := count(); n != 1 {
+		t.Fatalf("after a give with its attempt's failure: count %d, want 1", n)
 	}
 }
 
@@ -420,5 +438,61 @@ func TestCommit_ARepeatedGiveCountsItsOutcomeOnce(t *testing.T) {
 	commit(done) // and its repeat is not
 	if got := state(); got != "2/3 2/3" {
 		t.Fatalf("after the run's end and its repeat: %s, want 2/3 2/3", got)
+	}
+}
+
+// A worker of an earlier version, still running after migration 28, calls
+// _flow with 16 arguments and writes no holder into its attempts: its
+// takes hold slot rows instead, which recounts count and its gives delete,
+// so that the limit holds across old and new workers.
+func TestCommit_AnOlderWorkersTakesAndGivesKeepTheLimit(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	start := declarePool(t, st, 2)
+	leases := claimN(t, st, 3)
+	old := func(gives bool, l store.Lease) string {
+		t.Helper()
+		q := `SELECT coalesce(string_agg(coalesce(cause, 'admitted'), ','), '') FROM {schema}._flow(
+			'{}', '{}', '{}', '{}', '{}', ARRAY[$1]::uuid[], ARRAY[$2]::bigint[], '{1}', '{1}', '{pool}', '{""}', '{f}', '{""}', 'old', false, NULL)`
+		if gives {
+			q = `SELECT coalesce(string_agg(coalesce(cause, 'admitted'), ','), '') FROM {schema}._flow(
+				ARRAY[$1]::uuid[], ARRAY[$2]::bigint[], '{pool}', '{""}', '{ok}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', 'old', false, NULL)`
+		}
+		return scalar[string](t, st, q, leases[0].RunID, leases[0].Epoch)
+	}
+	count := func() string {
+		return scalar[string](t, st, `SELECT in_use || ' ' || (SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL)
+			FROM {schema}.flow_keys WHERE downstream = 'pool'`)
+	}
+	if got := old(false, leases[0]); got != "admitted" {
+		t.Fatalf("an older worker's take: %s", got)
+	}
+	if got := count(); got != "1 1" {
+		t.Fatalf("after an older worker's take: count and slot rows %s, want 1 1", got)
+	}
+	if res, err := st.Commit(t.Context(), st.Pool(), []store.Write{start(leases[1], 1, store.FlowTake{Downstream: "pool"})}); err != nil || res[0].Denied != nil {
+		t.Fatalf("a take beside it: %v %+v", err, res)
+	}
+	// A count set too high (as a dead worker leaves it): the recount of the
+	// next take counts the older worker's holder, alive, and denies it.
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`UPDATE {schema}.flow_keys SET in_use = 2`, st.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Commit(t.Context(), st.Pool(), []store.Write{start(leases[2], 1, store.FlowTake{Downstream: "pool"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != "2 1" || res[0].Denied == nil {
+		t.Fatalf("a take with 2 held at a limit of 2: count and slot rows %s, take %+v; want 2 1, denied", got, res[0])
+	}
+	if got := old(true, leases[0]); got != "" {
+		t.Fatalf("an older worker's give answered %q", got)
+	}
+	if got := count(); got != "1 0" {
+		t.Fatalf("after the older worker's give: count and slot rows %s, want 1 0", got)
+	}
+	_ = old(true, leases[0]) // again: nothing more
+	if got := count(); got != "1 0" {
+		t.Fatalf("after the older worker's give, twice: count and slot rows %s, want 1 0", got)
 	}
 }

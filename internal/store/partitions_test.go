@@ -334,3 +334,27 @@ func TestMigration27_NewStepsPartitionsKeepThePolicyLastAndCopiesKeepEveryValue(
 		t.Errorf("layouts after retention %v: want both, the swapped days' and the untouched days'", got)
 	}
 }
+
+// Migration 28 counts the slots held of activities' downstreams and keeps
+// them (the holders of the workers of the earlier version that still run),
+// drops their free slots, and leaves a workflow's slots as they were.
+func TestMigration28_HeldSlotsAreCountedAndKeptFreeOnesGo(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	migrateTo(t, pool, schema, 27)
+	exec(t, pool, schema, `INSERT INTO {schema}.downstreams (name, concurrency, holds) VALUES ('api', 5, 'attempt'), ('workflow:w', 2, 'run')`)
+	exec(t, pool, schema, `INSERT INTO {schema}.flow_keys (downstream, key) VALUES ('api', ''), ('api', 'b'), ('workflow:w', '')`)
+	exec(t, pool, schema, `INSERT INTO {schema}.flow_slots (downstream, key, slot, run_id, epoch, step, taken_at)
+		VALUES ('api', '', 1, gen_random_uuid(), 1, 1, now()), ('api', '', 2, gen_random_uuid(), 1, 1, now()),
+		       ('api', '', 3, NULL, NULL, NULL, NULL), ('api', 'b', 1, NULL, NULL, NULL, NULL),
+		       ('workflow:w', '', 1, gen_random_uuid(), 1, 0, now()), ('workflow:w', '', 2, NULL, NULL, NULL, NULL)`)
+	if err := store.Migrate(t.Context(), pool, store.WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	got := query[string](t, pool, schema, `SELECT string_agg(k.downstream || '/' || k.key || ' ' || k.in_use || ' ' ||
+		(SELECT count(*) || ' ' || count(s.run_id) FROM {schema}.flow_slots s WHERE s.downstream = k.downstream AND s.key = k.key), ', '
+		ORDER BY k.downstream, k.key) FROM {schema}.flow_keys k`)
+	if want := "api/ 2 2 2, api/b 0 0 0, workflow:w/ 0 2 1"; got != want {
+		t.Errorf("keys: count, slot rows and held: %s, want %s", got, want)
+	}
+}

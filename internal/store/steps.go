@@ -139,7 +139,7 @@ func (s *Store) MarkLost(ctx context.Context, l Lease) ([]LostAttempt, error) {
 	}, s.sql(`
 		WITH lost AS (
 			UPDATE {schema}.attempts
-			SET status = 'lost', ended_at = now(),
+			SET status = 'lost', ended_at = now(), hold_key = NULL,
 			    error_message = 'lease expired while the attempt ran: the worker died, froze or was cut off'
 			WHERE run_id = $1 AND status = 'running' AND epoch < $2
 			  AND EXISTS (SELECT 1 FROM {schema}.runs WHERE id = $1 AND epoch = $2 AND status = 'running')

@@ -24,6 +24,18 @@ var leakQueries = []leakQuery{
 		SELECT s.run_id, coalesce(s.step, 0), format('downstream %s key %L slot %s, run %s at epoch %s', s.downstream, s.key, s.slot, r.status, s.epoch)
 		FROM {s}.flow_slots s JOIN {s}.runs r ON r.id = s.run_id
 		WHERE s.downstream = ANY ($1) AND r.epoch = s.epoch AND r.status IN ('completed', 'failed', 'cancelled')`},
+	{"an attempt that ended still holding its key's capacity (its end did not give it back)", `
+		SELECT a.run_id, a.step, format('downstream %s key %L, attempt %s %s at epoch %s', a.hold_downstream, a.hold_key, a.attempt, a.status, a.epoch)
+		FROM {s}.attempts a
+		WHERE a.hold_downstream = ANY ($1) AND a.hold_key IS NOT NULL AND a.status <> 'running'`},
+	{"a key counting fewer takes than its live holders (room for more than the limit)", `
+		SELECT h.run_id, h.step, format('downstream %s key %L counts %s, %s live holders', k.downstream, k.key, k.in_use, h.n)
+		FROM {s}.flow_keys k, LATERAL (
+			SELECT min(a.run_id::text)::uuid AS run_id, min(a.step) AS step, count(*) AS n FROM {s}.attempts a
+			JOIN {s}.runs r ON r.id = a.run_id AND r.epoch = a.epoch
+			WHERE a.hold_downstream = k.downstream AND a.hold_key = k.key AND a.status = 'running'
+			  AND r.status = 'running' AND r.lease_expires_at > now()) AS h
+		WHERE k.downstream = ANY ($1) AND h.n > k.in_use`},
 	{"a slot counted in use by a run with no attempt of the downstream running", `
 		SELECT s.run_id, coalesce(s.step, 0), format('downstream %s key %L slot %s, held at epoch %s', s.downstream, s.key, s.slot, s.epoch)
 		FROM {s}.flow_slots s JOIN {s}.runs r ON r.id = s.run_id AND r.epoch = s.epoch
