@@ -57,6 +57,7 @@ func ExampleMigrate() {
 	// 26 river true
 	// 27 history_layout true
 	// 28 flow_counts true
+	// 29 flow_fast true
 }
 
 // The SQL that Migrate would run, for a DBA to review or to apply with psql
@@ -88,7 +89,7 @@ func ExampleMigrationScript() {
 	// SELECT pg_advisory_xact_lock(hashtext('tenure.migrate.billing_not_yet'));
 	// CREATE SCHEMA IF NOT EXISTS "billing_not_yet";
 	//
-	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (28, 'flow_counts');
+	// INSERT INTO "billing_not_yet".schema_version (version, name) VALUES (29, 'flow_fast');
 	//
 	// COMMIT;
 }
@@ -122,5 +123,6 @@ func ExampleScriptFrom() {
 	// 26 river true
 	// 27 history_layout true
 	// 28 flow_counts true
+	// 29 flow_fast true
 	// true
 }

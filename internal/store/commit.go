@@ -635,7 +635,8 @@ const sqlStartAttempt = `
 			OFFSET 0 FOR KEY SHARE) AS held
 		WHERE held.status = 'running'),
 	adm AS MATERIALIZED ( -- parsed once, not once per attempt (a batch of 100 parsed 100 × 7 KB)
-		SELECT nullif(current_setting('tenure.admitted', true), '')::jsonb AS j),
+		SELECT nullif(current_setting('tenure.admitted', true), '')::jsonb AS j,
+		       nullif(current_setting('tenure.admitted_at', true), '')::timestamptz AS at),
 	bs AS (
 		UPDATE {schema}.runs r SET reclaims = 0
 		FROM f WHERE r.id >= f.run_id AND r.id <= f.run_id AND f.reclaims > 0),
@@ -650,14 +651,17 @@ const sqlStartAttempt = `
 		RETURNING run_id, first_started_at),
 	a AS (
 		-- An attempt admitted under a limit starts when it was admitted
-		-- (_flow's tenure.admitted): after the end that made room for it
-		-- committed, where the transaction's start may be before it.
+		-- (_flow's tenure.admitted, by run; tenure.admitted_at, every
+		-- attempt under a downstream, from _flow_commit's fast path): after
+		-- the end that made room for it committed, where the transaction's
+		-- start may be before it.
 		-- One admitted under a downstream names it, and its key: it holds
 		-- a unit of the key's count until its end (migration 28).
 		INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, is_rescue, epoch, worker, trace_id, span_id, started_at,
 		                               hold_downstream, hold_key)
 		SELECT run_id, step, attempt, activity, 'running', rescue, epoch, worker, nullif(trace_id, ''), nullif(span_id, ''),
-		       coalesce((SELECT (adm.j ->> f.run_id::text)::timestamptz FROM adm), now()), hold_downstream, hold_key
+		       coalesce((SELECT (adm.j ->> f.run_id::text)::timestamptz FROM adm),
+		                (SELECT adm.at FROM adm WHERE f.hold_downstream IS NOT NULL), now()), hold_downstream, hold_key
 		FROM f
 		ON CONFLICT (run_id, step, attempt) DO NOTHING)
 	SELECT st.run_id, f.epoch, extract(epoch FROM now() - st.first_started_at)::float8 * 1000 FROM st JOIN f USING (run_id)`

@@ -80,6 +80,7 @@ type flowParts struct {
 	by                                 string
 	again                              bool         // a take's write may have committed before (Write.Again)
 	givesAgain                         bool         // a give's write may have (sqlFlowAgain)
+	runTakes                           bool         // a take of a workflow's concurrency key (Write.Take)
 	takes                              map[int]bool // write index -> has a take
 }
 
@@ -99,6 +100,7 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 		f.giveSteps, f.giveAttempts = append(f.giveSteps, g.Step), append(f.giveAttempts, g.Attempt)
 	}
 	t, step, attempt := w.Take, 0, 0
+	f.runTakes = f.runTakes || w.Take != nil
 	if a := w.StartAttempt; a != nil && a.Take != nil {
 		t, step, attempt = a.Take, a.Step, a.Attempt
 		if f.by == "" {
@@ -118,10 +120,12 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 	}
 }
 
-// sqlFlow takes and gives back a batch's capacity (migration 28's _flow_batch),
+// sqlFlow takes and gives back a batch's capacity (migration 29's _flow_commit: the
+// common batch in three statements, else migration 28's _flow_batch),
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
-const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
 
 // sqlFlowAgain is sqlFlow for a batch that repeats a write with gives whose
 // first try may have committed (Write.Again). An outcome (ok, error) counts
@@ -133,7 +137,7 @@ const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_
 // here. Its slot's release is idempotent already. A give whose attempt is
 // not known ($17, $18: 0) counts as before. One lookup by the attempts'
 // primary key per give, for repeats only.
-const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_batch($1, $2, $3, $4,
+const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_commit($1, $2, $3, $4,
 	ARRAY(SELECT CASE WHEN x.o IN ('ok', 'error') AND x.s > 0 AND NOT EXISTS (
 	                      SELECT 1 FROM {schema}.attempts a
 	                      WHERE (a.run_id, a.step, a.attempt) >= (x.r, x.s, x.a) AND (a.run_id, a.step, a.attempt) <= (x.r, x.s, x.a)
@@ -141,17 +145,89 @@ const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._
 	                  THEN 'none' ELSE x.o END
 	      FROM unnest($1::uuid[], $2::bigint[], $5::text[], $17::int[], $18::int[]) WITH ORDINALITY AS x(r, e, o, s, a, n)
 	      ORDER BY x.n),
-	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	args := []any{f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
 		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots,
 		f.giveSteps, f.giveAttempts}
+	args = append(args, f.fastArgs()...)
 	if f.givesAgain {
 		b.Queue(s.sql(sqlFlowAgain), args...)
 		return
 	}
 	b.Queue(s.sql(sqlFlow), args...)
+}
+
+// fastArgs are _flow_commit's arguments for its fast path (migration 29):
+// whether the batch may take it (no repeat, no workflow's concurrency key:
+// the database decides the rest), and the batch counted by downstream (its
+// takes, retries, and the gives' calls, errors, and errors after the last
+// success, -1 when none succeeded) and by key (its takes). The database
+// sorts them, as it locks their rows in its own order.
+func (f *flowParts) fastArgs() []any {
+	fast := !f.again && !f.givesAgain && !f.runTakes
+	type dsCount struct{ takes, retries, calls, errors, tail int32 }
+	type key struct{ d, k string }
+	byDS := map[string]*dsCount{}
+	var ds []string
+	counts := func(d string) *dsCount {
+		c := byDS[d]
+		if c == nil {
+			c = &dsCount{tail: -1}
+			byDS[d] = c
+			ds = append(ds, d)
+		}
+		return c
+	}
+	byKey := map[key]int32{}
+	var keys []key
+	seen := func(k key) {
+		if _, ok := byKey[k]; !ok {
+			byKey[k] = 0
+			keys = append(keys, k)
+		}
+	}
+	for i, d := range f.giveDownstreams {
+		switch c := counts(d); f.giveOut[i] {
+		case GiveOK:
+			c.calls++
+			c.tail = 0
+		case GiveError:
+			c.calls++
+			c.errors++
+			if c.tail >= 0 {
+				c.tail++
+			}
+		case GiveRun:
+			fast = false
+		}
+		seen(key{d, f.giveKeys[i]})
+	}
+	for i, d := range f.takeDownstreams {
+		c := counts(d)
+		c.takes++
+		if f.takeRetries[i] {
+			c.retries++
+		}
+		k := key{d, f.takeKeys[i]}
+		seen(k)
+		byKey[k]++
+	}
+	if !fast {
+		return []any{false, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	}
+	n := len(ds)
+	takes, retries, calls, errs, tails := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	for i, d := range ds {
+		c := byDS[d]
+		takes[i], retries[i], calls[i], errs[i], tails[i] = c.takes, c.retries, c.calls, c.errors, c.tail
+	}
+	kd, kk, kt := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
+	for i, k := range keys {
+		kd[i], kk[i], kt[i] = k.d, k.k, byKey[k]
+	}
+	return []any{true, ds, takes, retries, calls, errs, tails, kd, kk, kt}
 }
 
 // read reads _flow's answer: the takes it denied, and the slots of those

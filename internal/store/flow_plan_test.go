@@ -30,6 +30,10 @@ import (
 //   - history: 200,000 finished runs and their attempts, analyzed with the
 //     flow tables as they are before the batch.
 //
+// The batches: one that _flow_batch answers (errors for a breaker), the
+// common one that _flow_commit's fast path does (migration 29), and those
+// that limits bind.
+//
 // Every nested statement's plan is read as PostgreSQL runs it, from
 // auto_explain, with the rows each scan removed.
 func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
@@ -132,6 +136,37 @@ func checkFlowPlans(t *testing.T, history int) {
 	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.flow_slots WHERE run_id IS NOT NULL`); n != held {
 		t.Fatalf("%d slots held after %d gives and %d takes, want %d", n, held, held, held)
 	}
+	// The common batch (migration 29's fast path): the takers end, with
+	// no error for the breaker to count, as others take, under a limit far
+	// from binding.
+	var common []store.Write
+	for i, l := range leases[held:] {
+		common = append(common, store.Write{Lease: l, EndAttempt: &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "x"},
+			Gives: []store.FlowGive{{Downstream: "api", Outcome: []string{store.GiveOK, store.GiveNone}[i%2], Step: 1, Attempt: 1}}})
+	}
+	for _, l := range leases[8:held] {
+		common = append(common, store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 3, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: "api"}}})
+	}
+	mu.Lock()
+	before := len(plans)
+	mu.Unlock()
+	if res, err := st.Commit(ctx, conn, common); err != nil {
+		t.Fatal(err)
+	} else {
+		for i, r := range res {
+			if r.Err != nil || r.Denied != nil {
+				t.Fatalf("common batch, write %d: %+v", i, r)
+			}
+		}
+	}
+	mu.Lock()
+	if !slices.ContainsFunc(plans[before:], func(p string) bool { return strings.Contains(p, "ks_downstreams") }) ||
+		slices.ContainsFunc(plans[before:], func(p string) bool { return strings.Contains(p, "_flow_bulk") }) {
+		t.Errorf("the common batch did not take _flow_commit's fast path")
+	}
+	mu.Unlock()
+
 	// The sweep, as a claim's transaction runs it: with nothing waiting
 	// (no lock), then with a waiter (the locks, the count of holders).
 	sweep := func() {

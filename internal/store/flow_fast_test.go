@@ -1,0 +1,225 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/tenurehq/tenure/internal/store"
+	"github.com/tenurehq/tenure/policy"
+)
+
+// flowPaths commits writes in a transaction of its own and says which of
+// _flow_commit's paths it took: fast (three statements) or _flow_batch's.
+// The calls are PostgreSQL's own count (track_functions, set for this
+// transaction; pg_stat_xact_user_functions, before and after).
+func flowPaths(t *testing.T, st *store.Store, writes []store.Write) (res []store.WriteResult, slow bool, at, began time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if err := tx.QueryRow(ctx, `SELECT set_config('track_functions', 'pl', true), now()`).Scan(new(string), &began); err != nil {
+		t.Fatalf("track_functions (a superuser's setting, as the tests' database user is): %v", err)
+	}
+	calls := func() (commits, batches int64) {
+		t.Helper()
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls) FILTER (WHERE funcname = '_flow_commit'), 0),
+			coalesce(sum(calls) FILTER (WHERE funcname = '_flow_batch'), 0)
+			FROM pg_stat_xact_user_functions WHERE schemaname = $1`, st.Schema()).Scan(&commits, &batches); err != nil {
+			t.Fatal(err)
+		}
+		return commits, batches
+	}
+	c0, b0 := calls() // (the backend's calls not yet reported, this transaction's among them)
+	if res, err = st.Commit(ctx, tx, writes); err != nil {
+		t.Fatal(err)
+	}
+	commits, batches := calls()
+	commits, batches = commits-c0, batches-b0
+	if commits != 1 {
+		t.Fatalf("_flow_commit called %d times by one commit, want 1", commits)
+	}
+	var admittedAt *time.Time
+	if err := tx.QueryRow(ctx, `SELECT nullif(current_setting('tenure.admitted_at', true), '')::timestamptz`).Scan(&admittedAt); err != nil {
+		t.Fatal(err)
+	}
+	if admittedAt != nil {
+		at = *admittedAt
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return res, batches > 0, at, began
+}
+
+// The common batch of a limited downstream, attempts ending and others
+// starting under a limit far from binding, with no breaker open, no rate,
+// no retry charged to a budget, is counted by _flow_commit's three
+// statements, and counted as _flow_batch counts it: the key's count, the
+// admissions, the calls and errors and the breaker's window and streak,
+// each attempt's start at its admission.
+func TestCommit_TheCommonBatchTakesTheFastPath(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	if err := st.DeclareDownstream(t.Context(), "api", []byte(`{"concurrency": 100}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	leases := claimN(t, st, 12)
+	pol, _ := json.Marshal(policy.Default())
+	start := func(l store.Lease, key string) store.Write {
+		return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: "api", Key: key}}}
+	}
+	var first []store.Write
+	for i, l := range leases[:6] {
+		first = append(first, start(l, []string{"a", "b"}[i%2]))
+	}
+	// A key's first use inserts its row: _flow_batch's, before any lock.
+	if res, slow, _, _ := flowPaths(t, st, first); !slow || res[0].Err != nil || res[0].Denied != nil {
+		t.Fatalf("the keys' first takes: slow path %v, %+v; want _flow_batch's, admitted", slow, res[0])
+	}
+	// Then: three of the six end (ok, error, ok on key a; ok on b), three
+	// others take (a, b, b).
+	end := func(l store.Lease, key, outcome string) store.Write {
+		return store.Write{Lease: l, StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)},
+			CompleteRun: &store.RunOutput{Output: []byte(`1`)},
+			Gives:       []store.FlowGive{{Downstream: "api", Key: key, Outcome: outcome, Step: 1, Attempt: 1}}}
+	}
+	second := []store.Write{end(leases[0], "a", store.GiveOK), end(leases[2], "a", store.GiveError), end(leases[4], "a", store.GiveOK),
+		end(leases[1], "b", store.GiveError), start(leases[6], "a"), start(leases[7], "b"), start(leases[8], "b")}
+	second[1].CompleteRun, second[1].StepDone = nil, nil
+	second[1].EndAttempt = &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "503"}
+	second[3].CompleteRun, second[3].StepDone = nil, nil
+	second[3].EndAttempt = &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "503"}
+	res, slow, at, began := flowPaths(t, st, second)
+	if slow {
+		t.Fatal("the common batch went to _flow_batch")
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Denied != nil {
+			t.Fatalf("write %d: %+v", i, r)
+		}
+	}
+	if at.Before(began) {
+		t.Errorf("admitted at %v, before the transaction began (%v)", at, began)
+	}
+	// Key a: 3 held, 3 given, 1 taken; b: 3 held, 1 given, 2 taken.
+	if got := scalar[string](t, st, `SELECT string_agg(key || '=' || in_use || '/' || (SELECT count(*) FROM {schema}.attempts a
+			WHERE a.hold_downstream = 'api' AND a.hold_key = k.key AND a.status = 'running'), ' ' ORDER BY key)
+		FROM {schema}.flow_keys k WHERE downstream = 'api'`); got != "a=1/1 b=4/4" {
+		t.Errorf("counts/holders by key: %s, want a=1/1 b=4/4", got)
+	}
+	if got := scalar[string](t, st, `SELECT concat_ws(' ', admitted, retries, calls, errors, window_calls, window_errors, error_streak)
+		FROM {schema}.downstream_state WHERE name = 'api'`); got != "9 0 4 2 4 2 1" {
+		t.Errorf("admitted retries calls errors window_calls window_errors error_streak: %s, want 9 0 4 2 4 2 1", got)
+	}
+	if n := scalar[int64](t, st, `SELECT count(*) FROM {schema}.attempts WHERE run_id = ANY ($1) AND started_at = $2`,
+		[]any{leases[6].RunID, leases[7].RunID, leases[8].RunID}, at); n != 3 {
+		t.Errorf("%d of the 3 attempts admitted start at their admission (%v)", n, at)
+	}
+}
+
+// What the fast path cannot answer goes to _flow_batch whole: an error a
+// breaker counts, a rate, a retry charged to a budget, a key without room
+// for its takes, a give that frees what a waiter needs, a repeat.
+func TestCommit_TheFastPathGivesWayToWhatItCannotDo(t *testing.T) {
+	t.Parallel()
+	pol, _ := json.Marshal(policy.Default())
+	start := func(l store.Lease, ds string, attempt int, retry bool) store.Write {
+		return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: attempt, Activity: "a", Policy: pol, Worker: "w",
+			Take: &store.FlowTake{Downstream: ds, Retry: retry}}}
+	}
+	giveBack := func(l store.Lease, ds, outcome string) store.Write {
+		return store.Write{Lease: l, EndAttempt: &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "503"},
+			Gives: []store.FlowGive{{Downstream: ds, Outcome: outcome, Step: 1, Attempt: 1}}}
+	}
+	for _, c := range []struct {
+		name, limits string
+		// held attempts are started before the batch; batch makes it from
+		// the leases after them.
+		held  int
+		batch func(held, rest []store.Lease) []store.Write
+	}{
+		{"an error a breaker counts", `{"breaker_error_ratio": 0.5}`, 1, func(h, r []store.Lease) []store.Write {
+			return []store.Write{giveBack(h[0], "d", store.GiveError)}
+		}},
+		{"a rate", `{"rate": 100, "rate_interval_ms": 1000, "burst": 10}`, 1, func(h, r []store.Lease) []store.Write {
+			return []store.Write{start(r[0], "d", 1, false)}
+		}},
+		{"a retry charged to a budget", `{"retry_ratio": 0.2, "retry_per_s": 10}`, 1, func(h, r []store.Lease) []store.Write {
+			return []store.Write{start(r[0], "d", 2, true)}
+		}},
+		{"a key without room", `{"concurrency": 2}`, 2, func(h, r []store.Lease) []store.Write {
+			return []store.Write{start(r[0], "d", 1, false)}
+		}},
+		{"a repeat", `{"concurrency": 10}`, 1, func(h, r []store.Lease) []store.Write {
+			w := start(r[0], "d", 1, false)
+			w.Again = true
+			return []store.Write{w}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t)
+			if err := st.DeclareDownstream(t.Context(), "d", []byte(c.limits), "w", "attempt"); err != nil {
+				t.Fatal(err)
+			}
+			leases := claimN(t, st, c.held+1)
+			var held []store.Write
+			for _, l := range leases[:c.held] {
+				held = append(held, start(l, "d", 1, false))
+			}
+			if _, err := st.Commit(t.Context(), st.Pool(), held); err != nil {
+				t.Fatal(err)
+			}
+			if _, slow, _, _ := flowPaths(t, st, c.batch(leases[:c.held], leases[c.held:])); !slow {
+				t.Errorf("%s: answered by the fast path", c.name)
+			}
+		})
+	}
+
+	t.Run("a waiter to wake", func(t *testing.T) {
+		t.Parallel()
+		st := newStore(t)
+		if err := st.DeclareDownstream(t.Context(), "d", []byte(`{"concurrency": 1}`), "w", "attempt"); err != nil {
+			t.Fatal(err)
+		}
+		leases := claimN(t, st, 2)
+		res, err := st.Commit(t.Context(), st.Pool(), []store.Write{start(leases[0], "d", 1, false)})
+		if err != nil || res[0].Denied != nil {
+			t.Fatalf("the holder's take: %v %+v", err, res)
+		}
+		res, err = st.Commit(t.Context(), st.Pool(), []store.Write{start(leases[1], "d", 1, false)})
+		if err != nil || res[0].Denied == nil {
+			t.Fatalf("the waiter's take: %v %+v, want denied", err, res)
+		}
+		// The holder's end frees what the waiter waits for: _flow_batch
+		// wakes it.
+		if _, slow, _, _ := flowPaths(t, st, []store.Write{giveBack(leases[0], "d", store.GiveOK)}); !slow {
+			t.Error("a give with a waiter to wake answered by the fast path")
+		}
+		if got := scalar[bool](t, st, `SELECT run_after <= now() FROM {schema}.runs WHERE id = $1`, leases[1].RunID); !got {
+			t.Error("the waiter was not woken")
+		}
+		// Woken and claimed again, its take is admitted by the fast path,
+		// which ends its wait at the admission.
+		queue := scalar[string](t, st, `SELECT queue FROM {schema}.runs WHERE id = $1`, leases[1].RunID)
+		claimed, err := st.Claim(t.Context(), []string{"wf"}, []string{queue}, 1, "w", time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].ID != leases[1].RunID {
+			t.Fatalf("claim of the woken run: %v %+v", err, claimed)
+		}
+		l := store.Lease{RunID: claimed[0].ID, Epoch: claimed[0].Epoch}
+		res, slow, at, _ := flowPaths(t, st, []store.Write{start(l, "d", 1, false)})
+		if slow || res[0].Err != nil || res[0].Denied != nil {
+			t.Fatalf("the woken run's take: slow path %v, %+v; want the fast path, admitted", slow, res[0])
+		}
+		if got := scalar[string](t, st, `SELECT (ended_at = $2)::text || ' ' || attempt || ' ' || denials FROM {schema}.throttles
+			WHERE run_id = $1`, l.RunID, at); got != "true 1 1" {
+			t.Errorf("the wait (ended at its admission, attempt, denials): %s, want true 1 1", got)
+		}
+	})
+}

@@ -1,0 +1,209 @@
+-- Tenure schema, version 29: the common batch of a limited downstream's
+-- capacity in three small statements (issue 22).
+--
+-- Migration 28 made a concurrency limit a count per key, but _flow_batch
+-- still runs about 25 statements a commit whatever the batch holds: the
+-- missing-row checks, two lock statements, the runs' liveness, the gives'
+-- loop, the breaker's accounting, _flow_bulk's own reads, _flow_save, the
+-- waits the admissions end. L (a limit declared that never binds) measured
+-- ×1.13 to ×1.19 of A's p50 against a target of ×1.10, and a _flow of two
+-- statements ×1.02 to ×1.07 (docs/design/flow-counters.md).
+--
+-- _flow_commit is what a worker of this version calls. The worker counts
+-- its batch (its takes and retries by downstream, its gives' calls, errors
+-- and errors after the last success by downstream, its takes by key) and
+-- says whether it may take the fast path at all: not a repeat of a write
+-- whose first try may have committed (Write.Again), no workflow's
+-- concurrency key. The fast path then takes two statements that read and
+-- lock, and one that writes:
+--
+-- * the downstreams, locked in order, only when every downstream and key
+--   of the batch has its rows (a one-time test before the first lock: a
+--   missing row is inserted by _flow_batch, before it locks anything):
+--   each admits the fast path when its breaker is closed, it has no rate,
+--   attempts hold it (not runs), no retry of the batch is charged to its
+--   retry budget, and no give of the batch is an error its breaker would
+--   count;
+-- * the keys, locked in order after the downstreams, as _flow_batch locks
+--   them: each has room for its takes after the gives that count;
+-- * the writes: each key's count (its gives subtracted, its takes added,
+--   one update a key), each downstream's state (admissions, retries, the
+--   breaker's calls, window and streak, the retry budget's growth), and
+--   the time of the admissions (tenure.admitted_at, the attempts'
+--   started_at, read after every lock).
+--
+-- Only when a downstream of the batch has a wait open (a run parked by a
+-- limit, woken or not) do two statements more run: whether a give frees
+-- what a waiter needs (then _flow_batch, which wakes it, answers the
+-- batch), and the end of the waits the admissions end. A run waiting for a
+-- release always has a wait open, so the test is a lookup of one index.
+--
+-- Every take the fast path admits is answered by no row (an attempt's take
+-- holds no slot). Anything else goes to _flow_batch, which finds the same
+-- rows locked already, in the same order, and nothing written.
+--
+-- A give counts as _flow_batch counts it: for an attempt of its epoch that
+-- names the downstream and that this transaction ended (xmin). A take
+-- counts whether or not its run is still running: a take whose attempt the
+-- start's fence then refuses (the lease lost) counts one too many, never
+-- too few, until a recount, as migration 28 allows; the fast path reads no
+-- run.
+--
+-- Locks: none but the function's creation.
+
+CREATE FUNCTION {schema}._flow_commit(
+    give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
+    take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
+    take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean,
+    give_slots integer[], give_steps integer[], give_attempts integer[],
+    fast boolean, ds text[], ds_takes integer[], ds_retries integer[], ds_calls integer[], ds_errors integer[],
+    ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[])
+RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    throttled boolean; -- a downstream of the batch has a wait open (then perhaps a waiter)
+    cd text[]; -- the downstreams, in order, and what the rest needs of each
+    cc integer[]; -- concurrency
+    cr float8[]; -- retry_ratio
+    cp float8[]; -- retry_per_s
+    cw bigint[]; -- breaker_window_ms
+    kd text[]; -- the keys, in order: downstream, key, gives counted, takes
+    kk text[];
+    kg integer[];
+    kt integer[];
+    tnow timestamptz;
+BEGIN
+    IF fast AND NOT again THEN
+        -- The downstreams, locked in order, each by its primary key, when
+        -- every row the batch needs exists (a one-time test before the
+        -- first lock: a missing row is inserted by _flow_batch, before it
+        -- locks anything); each admits the fast path. Whether one has a
+        -- wait open: a run waiting for a release has one, so without one
+        -- no give of the batch has a waiter to wake.
+        SELECT count(*) = cardinality(ds) AND coalesce(bool_and(
+                   l.breaker = 'closed' AND l.rate IS NULL AND l.holds = 'attempt'
+                   AND (l.retry_ratio IS NULL OR y.rt = 0) AND (l.breaker_error_ratio IS NULL OR y.er = 0)), false),
+               coalesce(bool_or(l.throttled), false),
+               array_agg(y.d), array_agg(l.concurrency), array_agg(l.retry_ratio), array_agg(l.retry_per_s),
+               array_agg(l.breaker_window_ms)
+        INTO fast, throttled, cd, cc, cr, cp, cw
+        FROM (SELECT y.d, y.rt, y.er FROM unnest(ds, ds_retries, ds_errors) AS y(d, rt, er) ORDER BY y.d) AS y,
+             LATERAL (SELECT x.breaker, c.*,
+                             EXISTS (SELECT 1 FROM {schema}.throttles t WHERE t.downstream = x.name AND t.ended_at IS NULL) AS throttled
+                      FROM {schema}.downstream_state x,
+                           LATERAL (SELECT c.concurrency, c.rate, c.holds, c.retry_ratio, c.retry_per_s, c.breaker_error_ratio,
+                                           c.breaker_window_ms
+                                    FROM {schema}.downstreams c WHERE c.name = x.name OFFSET 0) AS c
+                      WHERE x.name = y.d OFFSET 0 FOR UPDATE OF x) AS l
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(ds) AS z(d)
+                          WHERE NOT EXISTS (SELECT 1 FROM {schema}.downstream_state x WHERE x.name = z.d OFFSET 0))
+          AND NOT EXISTS (SELECT 1 FROM unnest(ks_downstreams, ks_keys) AS z(d, k)
+                          WHERE NOT EXISTS (SELECT 1 FROM {schema}.flow_keys x WHERE x.downstream = z.d AND x.key = z.k OFFSET 0));
+        IF fast THEN
+            -- The keys, locked in order after the downstreams (as
+            -- _flow_batch locks them): each has room for its takes after
+            -- the gives that count (an attempt of the give's epoch, naming
+            -- the downstream, that this transaction ended).
+            SELECT count(*) = cardinality(ks_downstreams) AND coalesce(bool_and(
+                       k.t = 0 OR greatest(fk.in_use - k.g, 0) + k.t <= coalesce(cc[array_position(cd, k.d)], 2147483647)), true),
+                   array_agg(k.d), array_agg(k.k), array_agg(k.g), array_agg(k.t)
+            INTO fast, kd, kk, kg, kt
+            FROM (SELECT z.d, z.k, z.t, coalesce(g.n, 0) AS g
+                  FROM unnest(ks_downstreams, ks_keys, ks_takes) AS z(d, k, t)
+                  LEFT JOIN (SELECT g.d, g.k, count(*)::int AS n
+                             FROM unnest(give_runs, give_epochs, give_downstreams, give_keys, give_steps, give_attempts)
+                                      AS g(r, e, d, k, st, a),
+                                  LATERAL (SELECT a.status, a.epoch, a.hold_downstream, a.hold_key, a.xmin AS xm
+                                           FROM {schema}.attempts a
+                                           WHERE a.run_id = g.r AND a.step = g.st AND a.attempt = g.a OFFSET 0) AS a
+                             WHERE g.st > 0 AND a.hold_downstream = g.d AND a.epoch = g.e AND a.status <> 'running'
+                               AND a.hold_key IS NULL AND a.xm = pg_catalog.pg_current_xact_id()::xid
+                             GROUP BY g.d, g.k) AS g ON g.d = z.d AND g.k = z.k
+                  ORDER BY z.d, z.k) AS k,
+                 LATERAL (SELECT x.in_use FROM {schema}.flow_keys x
+                          WHERE x.downstream = k.d AND x.key = k.k OFFSET 0 FOR UPDATE) AS fk;
+        END IF;
+        IF fast AND throttled THEN
+            -- A give frees what a waiter may need: it is woken by _flow_batch.
+            fast := NOT EXISTS (SELECT 1 FROM unnest(kd, kk, kg) AS k(d, k, g)
+                                WHERE k.g > 0 AND EXISTS (SELECT 1 FROM {schema}.flow_waiters w
+                                                          WHERE w.downstream = k.d AND w.cause = 'concurrency' AND w.key = k.k));
+        END IF;
+        IF fast THEN
+            -- The writes, each row by its primary key: the keys' counts;
+            -- the downstreams' states (the takes admitted, the gives'
+            -- outcomes, counted by the worker: their calls, errors, and the
+            -- errors after the last success, -1 when none succeeded).
+            tnow := clock_timestamp(); -- after every lock, as _flow_batch's takes
+            WITH ku AS (
+                UPDATE {schema}.flow_keys x SET in_use = greatest(x.in_use - k.g, 0) + k.t
+                FROM unnest(kd, kk, kg, kt) AS k(d, k, g, t)
+                WHERE (x.downstream, x.key) >= (k.d, k.k) AND (x.downstream, x.key) <= (k.d, k.k) AND (k.g > 0 OR k.t > 0))
+            UPDATE {schema}.downstream_state x SET
+                admitted = x.admitted + y.n, retries = x.retries + y.rt,
+                tokens = CASE WHEN y.ratio IS NULL OR y.n = 0 THEN x.tokens
+                              ELSE least(greatest(y.per_s, 1),
+                                         coalesce(x.tokens, greatest(y.per_s, 1))
+                                         + y.per_s * coalesce(extract(epoch FROM now() - x.tokens_at), 0)
+                                         + y.n * y.ratio) END,
+                tokens_at = CASE WHEN y.ratio IS NULL OR y.n = 0 THEN x.tokens_at ELSE now() END,
+                calls = x.calls + y.calls, errors = x.errors + y.er,
+                window_start = CASE WHEN y.calls = 0 THEN x.window_start
+                                    WHEN x.window_start + y.window_ms * interval '1 millisecond' < now() THEN now()
+                                    ELSE x.window_start END,
+                window_calls = CASE WHEN y.calls = 0 THEN x.window_calls
+                                    WHEN x.window_start + y.window_ms * interval '1 millisecond' < now() THEN y.calls
+                                    ELSE x.window_calls + y.calls END,
+                window_errors = CASE WHEN y.calls = 0 THEN x.window_errors
+                                     WHEN x.window_start + y.window_ms * interval '1 millisecond' < now() THEN y.er
+                                     ELSE x.window_errors + y.er END,
+                error_streak = CASE WHEN y.calls = 0 THEN x.error_streak
+                                    WHEN x.window_start + y.window_ms * interval '1 millisecond' < now()
+                                    THEN coalesce(nullif(y.tail, -1), y.er)
+                                    ELSE coalesce(nullif(y.tail, -1), x.error_streak + y.er) END
+            FROM (SELECT y.*, cr[array_position(cd, y.d)] AS ratio, cp[array_position(cd, y.d)] AS per_s,
+                         cw[array_position(cd, y.d)] AS window_ms
+                  FROM unnest(ds, ds_takes, ds_retries, ds_calls, ds_errors, ds_tails) AS y(d, n, rt, calls, er, tail)
+                  WHERE y.n > 0 OR y.calls > 0) AS y
+            WHERE x.name >= y.d AND x.name <= y.d;
+            IF throttled THEN
+                -- The waits the admissions end (a run woken from one), each
+                -- found by its step's index, then updated by its primary key.
+                UPDATE {schema}.throttles x SET ended_at = tnow, attempt = th.a
+                FROM (SELECT w.id, y.a
+                      FROM unnest(take_runs, take_steps, take_attempts) AS y(r, st, a),
+                           LATERAL (SELECT w.id, w.ended_at FROM {schema}.throttles w
+                                    WHERE w.run_id = y.r AND w.step = y.st OFFSET 0) AS w
+                      WHERE w.ended_at IS NULL) AS th
+                WHERE x.id >= th.id AND x.id <= th.id;
+            END IF;
+            -- Each attempt admitted starts when it was (sqlStartAttempt).
+            PERFORM pg_catalog.set_config('tenure.admitted_at', tnow::text, true);
+            RETURN; -- each take admitted: no row (an attempt's take holds no slot)
+        END IF;
+    END IF;
+    RETURN QUERY SELECT * FROM {schema}._flow_batch(give_runs, give_epochs, give_downstreams, give_keys, give_outcomes,
+        take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys, take_retries, take_policies,
+        by, again, give_slots, give_steps, give_attempts);
+END
+$$;
+
+-- As _flow_batch: only the roles that may write runs call it.
+REVOKE EXECUTE ON FUNCTION {schema}._flow_commit(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
+    integer[], text[], text[], boolean[], text[], text, boolean, integer[], integer[], integer[],
+    boolean, text[], integer[], integer[], integer[], integer[], integer[], text[], text[], integer[]) FROM PUBLIC;
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT r.rolname FROM pg_catalog.pg_roles r
+        WHERE NOT r.rolsuper AND r.rolname !~ '^pg_'
+          AND pg_catalog.has_function_privilege(r.oid, '{schema}.flow_sweep(text[])', 'EXECUTE')
+          AND pg_catalog.has_table_privilege(r.oid, '{schema}.runs', 'UPDATE')
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}._flow_commit TO %I', g.rolname);
+    END LOOP;
+END
+$$;
