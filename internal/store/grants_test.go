@@ -281,6 +281,33 @@ func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
 	if err := worker.DeclareDownstream(ctx, "payments", []byte(`{"concurrency": 4}`), "w", "attempt"); err != nil {
 		t.Fatalf("declare a downstream as the worker role: %v", err)
 	}
+	// Its attempts take and give back capacity: _flow_commit, and through
+	// it _flow_batch (a key's first take inserts its row).
+	queue := "q-" + uuid.NewString()[:8]
+	for range 2 {
+		if _, _, _, err := worker.InsertRun(ctx, worker.Pool(), store.NewRun{ID: uuid.New(), Workflow: "wf", Queue: queue, Input: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := worker.Claim(ctx, []string{"wf"}, []string{queue}, 2, "w", time.Minute)
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claim as the worker role: %v %+v", err, claimed)
+	}
+	take := func(c store.Claimed) store.Write {
+		return store.Write{Lease: store.Lease{RunID: c.ID, Epoch: c.Epoch}, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1,
+			Activity: "a", Policy: []byte(`{}`), Worker: "w", Take: &store.FlowTake{Downstream: "payments"}}}
+	}
+	first := take(claimed[0])
+	second := take(claimed[1])
+	second.Lease, second.StartAttempt = first.Lease, nil
+	second.EndAttempt = &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "x"}
+	second.Gives = []store.FlowGive{{Downstream: "payments", Outcome: store.GiveOK, Step: 1, Attempt: 1}}
+	for i, batch := range [][]store.Write{{first}, {second, take(claimed[1])}} {
+		res, err := worker.Commit(ctx, worker.Pool(), batch)
+		if err != nil || res[0].Err != nil || res[len(res)-1].Denied != nil {
+			t.Fatalf("batch %d of takes and gives as the worker role: %v %+v", i, err, res)
+		}
+	}
 	if l, err := operator.SetDownstream(ctx, "payments", []byte(`{"concurrency": 2}`), "op"); err != nil || l.Concurrency != 2 {
 		t.Errorf("set limits as the operator role: %v, %v", l, err)
 	}
@@ -299,7 +326,7 @@ func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
 			t.Errorf("%s as the read-only role: %v, want insufficient_privilege", what, err)
 		}
 	}
-	_, err := readonly.SetDownstream(ctx, "payments", []byte(`{"concurrency": 1}`), "ro")
+	_, err = readonly.SetDownstream(ctx, "payments", []byte(`{"concurrency": 1}`), "ro")
 	denied("set limits", err)
 	_, err = readonly.ResetDownstream(ctx, "payments", "ro")
 	denied("reset limits", err)
