@@ -180,14 +180,17 @@ BEGIN
                   WHERE y.n > 0 OR y.calls > 0) AS y
             WHERE x.name >= y.d AND x.name <= y.d;
             IF throttled THEN
-                -- The waits the admissions end (a run woken from one), each
-                -- found by its step's index, then updated by its primary key.
+                -- The waits the admissions end (a run woken from one, still
+                -- running in the take's epoch: the take of a lease lost
+                -- ends no wait of the run's next holder), each found by
+                -- its step's index, then updated by its primary key.
                 UPDATE {schema}.throttles x SET ended_at = tnow, attempt = th.a
                 FROM (SELECT w.id, y.a
-                      FROM unnest(take_runs, take_steps, take_attempts) AS y(r, st, a),
+                      FROM unnest(take_runs, take_epochs, take_steps, take_attempts) AS y(r, e, st, a),
+                           LATERAL (SELECT h.status FROM {schema}.runs h WHERE h.id = y.r AND h.epoch = y.e OFFSET 0) AS h,
                            LATERAL (SELECT w.id, w.ended_at FROM {schema}.throttles w
                                     WHERE w.run_id = y.r AND w.step = y.st OFFSET 0) AS w
-                      WHERE w.ended_at IS NULL) AS th
+                      WHERE h.status = 'running' AND w.ended_at IS NULL) AS th
                 WHERE x.id >= th.id AND x.id <= th.id;
             END IF;
             -- Each attempt admitted starts when it was (sqlStartAttempt).

@@ -166,7 +166,10 @@ func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 // success, -1 when none succeeded) and by key (its takes). The database
 // sorts them, as it locks their rows in its own order.
 func (f *flowParts) fastArgs() []any {
-	fast := !f.again && !f.givesAgain && !f.runTakes
+	slow := []any{false, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	if f.again || f.givesAgain || f.runTakes {
+		return slow
+	}
 	type dsCount struct{ takes, retries, calls, errors, tail int32 }
 	type key struct{ d, k string }
 	byDS := map[string]*dsCount{}
@@ -199,8 +202,8 @@ func (f *flowParts) fastArgs() []any {
 			if c.tail >= 0 {
 				c.tail++
 			}
-		case GiveRun:
-			fast = false
+		case GiveRun: // a run's end gives its workflow's key back
+			return slow
 		}
 		seen(key{d, f.giveKeys[i]})
 	}
@@ -213,9 +216,6 @@ func (f *flowParts) fastArgs() []any {
 		k := key{d, f.takeKeys[i]}
 		seen(k)
 		byKey[k]++
-	}
-	if !fast {
-		return []any{false, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 	}
 	n := len(ds)
 	takes, retries, calls, errs, tails := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
