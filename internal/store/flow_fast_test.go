@@ -223,3 +223,87 @@ func TestCommit_TheFastPathGivesWayToWhatItCannotDo(t *testing.T) {
 		}
 	})
 }
+
+// The fast path counts what _flow_batch counts. The same batches go to two
+// schemas, one whose _flow_commit always hands them to _flow_batch: the
+// keys' counts, the downstream's admissions, retries, calls, errors, the
+// breaker's window and streak, and the attempts' holders come out the
+// same, and the first schema took the fast path for every batch after the
+// keys' first use.
+func TestCommit_TheFastPathCountsAsTheSlowPathDoes(t *testing.T) {
+	t.Parallel()
+	pol, _ := json.Marshal(policy.Default())
+	run := func(slowOnly bool) (state, keys, holders string, fast int) {
+		st := newStore(t)
+		ctx := t.Context()
+		if err := st.DeclareDownstream(ctx, "api", []byte(`{"concurrency": 100}`), "w", "attempt"); err != nil {
+			t.Fatal(err)
+		}
+		if slowOnly {
+			if _, err := st.Pool().Exec(ctx, replaceSchema(`CREATE OR REPLACE FUNCTION {schema}._flow_commit(
+				give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
+				take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
+				take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean,
+				give_slots integer[], give_steps integer[], give_attempts integer[],
+				fast boolean, ds text[], ds_takes integer[], ds_retries integer[], ds_calls integer[], ds_errors integer[],
+				ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[])
+				RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
+				LANGUAGE plpgsql AS $$ BEGIN RETURN QUERY SELECT * FROM {schema}._flow_batch($1, $2, $3, $4, $5, $6, $7, $8, $9,
+				$10, $11, $12, $13, $14, $15, $16, $17, $18); END $$`, st.Schema())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leases := claimN(t, st, 10)
+		key := func(i int) string { return []string{"a", "b"}[i%2] }
+		take := func(i int, retry bool) store.Write {
+			return store.Write{Lease: leases[i], StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol,
+				Worker: "w", Take: &store.FlowTake{Downstream: "api", Key: key(i), Retry: retry}}}
+		}
+		end := func(i int, give string) store.Write {
+			w := store.Write{Lease: leases[i], Gives: []store.FlowGive{{Downstream: "api", Key: key(i), Outcome: give, Step: 1, Attempt: 1}}}
+			if give == store.GiveOK {
+				w.StepDone, w.CompleteRun = &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)}, &store.RunOutput{Output: []byte(`1`)}
+			} else {
+				w.EndAttempt = &store.AttemptEnd{Step: 1, Attempt: 1, Status: "failed", ErrorMessage: "503"}
+			}
+			return w
+		}
+		batches := [][]store.Write{
+			{take(0, false), take(1, false), take(2, false), take(3, false), take(4, false), take(5, false)},
+			{end(0, store.GiveOK), end(1, store.GiveError), end(2, store.GiveNone), end(3, store.GiveError), take(6, false), take(7, true)},
+			{end(4, store.GiveError), end(5, store.GiveOK), end(6, store.GiveError), take(8, false), take(9, false)},
+		}
+		for i, b := range batches {
+			res, slow, _, _ := flowPaths(t, st, b)
+			for j, r := range res {
+				if r.Err != nil || r.Denied != nil {
+					t.Fatalf("batch %d, write %d: %+v", i, j, r)
+				}
+			}
+			if !slow {
+				fast++
+			}
+		}
+		state = scalar[string](t, st, `SELECT concat_ws(' ', admitted, retries, calls, errors, window_calls, window_errors, error_streak,
+			denied_concurrency, denied_rate, denied_breaker, denied_budget, breaker) FROM {schema}.downstream_state WHERE name = 'api'`)
+		keys = scalar[string](t, st, `SELECT string_agg(key || '=' || in_use, ' ' ORDER BY key) FROM {schema}.flow_keys WHERE downstream = 'api'`)
+		var ids []any
+		for _, l := range leases {
+			ids = append(ids, l.RunID)
+		}
+		holders = scalar[string](t, st, `SELECT string_agg(concat_ws(':', x.n, a.status, a.hold_downstream, a.hold_key), ' ' ORDER BY x.n)
+			FROM unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) JOIN {schema}.attempts a ON a.run_id = x.id`, ids)
+		return state, keys, holders, fast
+	}
+	fs, fk, fh, fast := run(false)
+	ss, sk, sh, slowFast := run(true)
+	if fast != 2 || slowFast != 0 {
+		t.Fatalf("batches on the fast path: %d and %d (the schema without it), want 2 and 0", fast, slowFast)
+	}
+	for _, c := range [][3]string{{"the downstream's state", fs, ss}, {"the keys' counts", fk, sk}, {"the attempts' holders", fh, sh}} {
+		if c[1] != c[2] {
+			t.Errorf("%s: fast path %q, _flow_batch %q", c[0], c[1], c[2])
+		}
+	}
+	t.Logf("state %s; keys %s", fs, fk)
+}
