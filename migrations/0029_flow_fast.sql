@@ -33,9 +33,10 @@
 --   started_at, read after every lock).
 --
 -- Only when a downstream of the batch has a wait open (a run parked by a
--- limit, woken or not) do two statements more run: whether a give frees
--- what a waiter needs (then _flow_batch, which wakes it, answers the
--- batch), and the end of the waits the admissions end. A run waiting for a
+-- limit, woken or not) do two statements more run: the wakes of the
+-- gives' waiters (each key's gives wake as many of its waiters, oldest
+-- first, as _flow_gives wakes them: a limit that binds is the common batch
+-- too), and the end of the waits the admissions end. A run waiting for a
 -- release always has a wait open, so the test is a lookup of one index.
 --
 -- Every take the fast path admits is answered by no row (an attempt's take
@@ -136,12 +137,6 @@ BEGIN
                  LATERAL (SELECT x.in_use FROM {schema}.flow_keys x
                           WHERE x.downstream = k.d AND x.key = k.k OFFSET 0 FOR UPDATE) AS fk;
         END IF;
-        IF fast AND throttled THEN
-            -- A give frees what a waiter may need: it is woken by _flow_batch.
-            fast := NOT EXISTS (SELECT 1 FROM unnest(kd, kk, kg) AS k(d, k, g)
-                                WHERE k.g > 0 AND EXISTS (SELECT 1 FROM {schema}.flow_waiters w
-                                                          WHERE w.downstream = k.d AND w.cause = 'concurrency' AND w.key = k.k));
-        END IF;
         IF fast THEN
             -- The writes, each row by its primary key: the keys' counts;
             -- the downstreams' states (the takes admitted, the gives'
@@ -180,6 +175,14 @@ BEGIN
                   WHERE y.n > 0 OR y.calls > 0) AS y
             WHERE x.name >= y.d AND x.name <= y.d;
             IF throttled THEN
+                -- Each key's gives wake as many of its waiters, oldest
+                -- first, as _flow_gives wakes them (before the takes of the
+                -- batch, which then may use up the room: a woken run
+                -- denied again waits on in the same wait).
+                PERFORM {schema}._wake(k.d, k.k, 'concurrency', k.g)
+                FROM unnest(kd, kk, kg) AS k(d, k, g)
+                WHERE k.g > 0 AND EXISTS (SELECT 1 FROM {schema}.flow_waiters w
+                                          WHERE w.downstream = k.d AND w.cause = 'concurrency' AND w.key = k.k);
                 -- The waits the admissions end (a run woken from one, still
                 -- running in the take's epoch: the take of a lease lost
                 -- ends no wait of the run's next holder), each found by

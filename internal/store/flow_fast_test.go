@@ -125,7 +125,8 @@ func TestCommit_TheCommonBatchTakesTheFastPath(t *testing.T) {
 
 // What the fast path cannot answer goes to _flow_batch whole: an error a
 // breaker counts, a rate, a retry charged to a budget, a key without room
-// for its takes, a give that frees what a waiter needs, a repeat.
+// for its takes, a repeat. A give that frees what a waiter needs wakes it
+// on the fast path, and the woken run's take ends its wait.
 func TestCommit_TheFastPathGivesWayToWhatItCannotDo(t *testing.T) {
 	t.Parallel()
 	pol, _ := json.Marshal(policy.Default())
@@ -197,10 +198,13 @@ func TestCommit_TheFastPathGivesWayToWhatItCannotDo(t *testing.T) {
 		if err != nil || res[0].Denied == nil {
 			t.Fatalf("the waiter's take: %v %+v, want denied", err, res)
 		}
-		// The holder's end frees what the waiter waits for: _flow_batch
-		// wakes it.
-		if _, slow, _, _ := flowPaths(t, st, []store.Write{giveBack(leases[0], "d", store.GiveOK)}); !slow {
-			t.Error("a give with a waiter to wake answered by the fast path")
+		// The holder's end frees what the waiter waits for: the fast path
+		// wakes it (a limit that binds is the common batch too).
+		if _, slow, _, _ := flowPaths(t, st, []store.Write{giveBack(leases[0], "d", store.GiveOK)}); slow {
+			t.Error("a give with a waiter to wake went to _flow_batch")
+		}
+		if n := scalar[int](t, st, `SELECT count(*) FROM {schema}.flow_waiters`); n != 0 {
+			t.Errorf("%d waiters left after the wake, want 0", n)
 		}
 		if got := scalar[bool](t, st, `SELECT run_after <= now() FROM {schema}.runs WHERE id = $1`, leases[1].RunID); !got {
 			t.Error("the waiter was not woken")
@@ -240,18 +244,7 @@ func TestCommit_TheFastPathCountsAsTheSlowPathDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		if slowOnly {
-			if _, err := st.Pool().Exec(ctx, replaceSchema(`CREATE OR REPLACE FUNCTION {schema}._flow_commit(
-				give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
-				take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
-				take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean,
-				give_slots integer[], give_steps integer[], give_attempts integer[],
-				fast boolean, ds text[], ds_takes integer[], ds_retries integer[], ds_calls integer[], ds_errors integer[],
-				ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[])
-				RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
-				LANGUAGE plpgsql AS $$ BEGIN RETURN QUERY SELECT * FROM {schema}._flow_batch($1, $2, $3, $4, $5, $6, $7, $8, $9,
-				$10, $11, $12, $13, $14, $15, $16, $17, $18); END $$`, st.Schema())); err != nil {
-				t.Fatal(err)
-			}
+			withoutFastPath(t, st)
 		}
 		leases := claimN(t, st, 10)
 		key := func(i int) string { return []string{"a", "b"}[i%2] }
@@ -306,4 +299,108 @@ func TestCommit_TheFastPathCountsAsTheSlowPathDoes(t *testing.T) {
 		}
 	}
 	t.Logf("state %s; keys %s", fs, fk)
+}
+
+// withoutFastPath makes st's _flow_commit hand every batch to _flow_batch.
+func withoutFastPath(t *testing.T, st *store.Store) {
+	t.Helper()
+	if _, err := st.Pool().Exec(t.Context(), replaceSchema(`CREATE OR REPLACE FUNCTION {schema}._flow_commit(
+			give_runs uuid[], give_epochs bigint[], give_downstreams text[], give_keys text[], give_outcomes text[],
+			take_runs uuid[], take_epochs bigint[], take_steps integer[], take_attempts integer[], take_downstreams text[],
+			take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean,
+			give_slots integer[], give_steps integer[], give_attempts integer[],
+			fast boolean, ds text[], ds_takes integer[], ds_retries integer[], ds_calls integer[], ds_errors integer[],
+			ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[])
+			RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
+			LANGUAGE plpgsql AS $$ BEGIN RETURN QUERY SELECT * FROM {schema}._flow_batch($1, $2, $3, $4, $5, $6, $7, $8, $9,
+			$10, $11, $12, $13, $14, $15, $16, $17, $18); END $$`, st.Schema())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A limit that binds: its denials park runs, a give wakes the oldest
+// waiter, the woken run's take ends its wait. The fast path, which now
+// answers the wake and the take, leaves what _flow_batch leaves: the
+// key's count, the downstream's state, the waiters, the runs woken, the
+// waits open and ended.
+func TestCommit_TheFastPathWakesAsTheSlowPathDoes(t *testing.T) {
+	t.Parallel()
+	pol, _ := json.Marshal(policy.Default())
+	run := func(slowOnly bool) (got []string, fast int) {
+		st := newStore(t)
+		ctx := t.Context()
+		if err := st.DeclareDownstream(ctx, "api", []byte(`{"concurrency": 2}`), "w", "attempt"); err != nil {
+			t.Fatal(err)
+		}
+		if slowOnly {
+			withoutFastPath(t, st)
+		}
+		leases := claimN(t, st, 5)
+		take := func(l store.Lease) store.Write {
+			return store.Write{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1, Activity: "a", Policy: pol,
+				Worker: "w", Take: &store.FlowTake{Downstream: "api"}}}
+		}
+		end := func(l store.Lease) store.Write {
+			return store.Write{Lease: l, StepDone: &store.StepDone{Step: 1, Attempt: 1, Output: []byte(`1`)},
+				CompleteRun: &store.RunOutput{Output: []byte(`1`)},
+				Gives:       []store.FlowGive{{Downstream: "api", Outcome: store.GiveOK, Step: 1, Attempt: 1}}}
+		}
+		commit := func(what string, writes []store.Write, denied int) {
+			t.Helper()
+			res, slow, _, _ := flowPaths(t, st, writes)
+			n := 0
+			for _, r := range res {
+				if r.Err != nil {
+					t.Fatalf("%s: %v", what, r.Err)
+				}
+				if r.Denied != nil {
+					n++
+				}
+			}
+			if n != denied {
+				t.Fatalf("%s: %d denied, want %d", what, n, denied)
+			}
+			if !slow {
+				fast++
+			}
+		}
+		var ids []any
+		for _, l := range leases {
+			ids = append(ids, l.RunID)
+		}
+		snapshot := func() string {
+			return scalar[string](t, st, `SELECT concat_ws(' | ',
+				(SELECT concat_ws(' ', admitted, calls, errors, denied_concurrency) FROM {schema}.downstream_state WHERE name = 'api'),
+				(SELECT string_agg(key || '=' || in_use, ' ' ORDER BY key) FROM {schema}.flow_keys WHERE downstream = 'api'),
+				(SELECT string_agg(x.n::text, ' ' ORDER BY w.since, w.id) FROM {schema}.flow_waiters w
+				 JOIN unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) ON x.id = w.run_id),
+				(SELECT string_agg(concat_ws(':', x.n, r.status, r.run_after <= now(), r.waiting_for), ' ' ORDER BY x.n)
+				 FROM unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) JOIN {schema}.runs r ON r.id = x.id),
+				(SELECT string_agg(concat_ws(':', x.n, th.ended_at IS NULL, th.attempt, th.denials), ' ' ORDER BY x.n)
+				 FROM unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) JOIN {schema}.throttles th ON th.run_id = x.id))`, ids)
+		}
+		commit("two takes fill the limit", []store.Write{take(leases[0]), take(leases[1])}, 0)
+		commit("three takes wait", []store.Write{take(leases[2]), take(leases[3]), take(leases[4])}, 3)
+		got = append(got, snapshot())
+		commit("an end wakes the oldest waiter", []store.Write{end(leases[0])}, 0)
+		got = append(got, snapshot())
+		woken, err := st.Claim(ctx, []string{"wf"}, []string{scalar[string](t, st, `SELECT queue FROM {schema}.runs WHERE id = $1`, leases[2].RunID)}, 5, "w", time.Minute)
+		if err != nil || len(woken) != 1 || woken[0].ID != leases[2].RunID {
+			t.Fatalf("the claim after the wake: %v %+v, want the oldest waiter", err, woken)
+		}
+		commit("the woken run takes, the other holder ends", []store.Write{take(store.Lease{RunID: woken[0].ID, Epoch: woken[0].Epoch}), end(leases[1])}, 0)
+		got = append(got, snapshot())
+		return got, fast
+	}
+	fastGot, fast := run(false)
+	slowGot, slowFast := run(true)
+	if fast != 2 || slowFast != 0 {
+		t.Errorf("batches on the fast path: %d and %d (the schema without it), want 2 (the wake; the woken take and an end) and 0", fast, slowFast)
+	}
+	for i := range fastGot {
+		if fastGot[i] != slowGot[i] {
+			t.Errorf("after batch %d:\n fast path  %s\n _flow_batch %s", i+2, fastGot[i], slowGot[i])
+		}
+	}
+	t.Logf("%q", fastGot)
 }
