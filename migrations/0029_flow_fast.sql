@@ -207,6 +207,91 @@ BEGIN
 END
 $$;
 
+-- flow_sweep as migration 28 left it, with its reads before its locks.
+-- It counted the waits (_waiting, a lookup per open wait) and read the
+-- keys with waiters (every waiter's index entry) while it held the
+-- downstream's and its keys' locks: with 4,000 runs waiting, 17 to 21 ms
+-- a sweep, each worker's every second, in which no commit of the
+-- downstream took or gave back. The counts are read first, without a
+-- lock (the same figures: a run woken keeps its wait open until it is
+-- admitted); the locks cover only the recounts and wakes, and only when a
+-- key has a concurrency waiter or a breaker is not closed (a breaker's
+-- waiters are woken only then). The keys with waiters are found by a skip
+-- scan of flow_waiters_queue_idx, a probe per key.
+CREATE OR REPLACE FUNCTION {schema}.flow_sweep(names text[])
+RETURNS TABLE (downstream text, breaker text, waiting bigint, in_use bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    k record;
+    d {schema}.downstreams;
+    s {schema}.downstream_state;
+    free integer;
+    counted text[]; -- the downstreams, in order, with their waits counted
+    waits bigint[];
+    kd text[]; -- the keys with a concurrency waiter: downstream, key
+    kk text[];
+BEGIN
+    -- And every downstream something waits on: a waiter's releaser may end
+    -- without a give (a lost lease, a run failed by the backstop), and the
+    -- workers alive may never have used the downstream themselves.
+    -- (The downstreams with waiters, one index probe each, not every
+    -- waiter read: a skip scan of flow_waiters_queue_idx.)
+    names := ARRAY(SELECT DISTINCT x FROM unnest(names || ARRAY(
+        WITH RECURSIVE w(ds) AS (
+            SELECT (SELECT min(x.downstream) FROM {schema}.flow_waiters x)
+            UNION ALL
+            SELECT (SELECT min(x.downstream) FROM {schema}.flow_waiters x WHERE x.downstream > w.ds)
+            FROM w WHERE w.ds IS NOT NULL)
+        SELECT w.ds FROM w WHERE w.ds IS NOT NULL)) AS x ORDER BY 1);
+    -- The waits, counted before any lock.
+    SELECT coalesce(array_agg(x.name ORDER BY x.name), '{}'), coalesce(array_agg({schema}._waiting(x.name) ORDER BY x.name), '{}')
+    INTO counted, waits
+    FROM {schema}.downstream_state x WHERE x.name = ANY (names);
+    -- The keys with a concurrency waiter, a probe each (a skip scan of
+    -- flow_waiters_queue_idx within each downstream).
+    SELECT coalesce(array_agg(y.d ORDER BY y.d, y.k), '{}'), coalesce(array_agg(y.k ORDER BY y.d, y.k), '{}')
+    INTO kd, kk
+    FROM unnest(names) AS n(d), LATERAL (
+        WITH RECURSIVE w(k) AS (
+            SELECT (SELECT min(x.key) FROM {schema}.flow_waiters x WHERE x.downstream = n.d AND x.cause = 'concurrency')
+            UNION ALL
+            SELECT (SELECT min(x.key) FROM {schema}.flow_waiters x WHERE x.downstream = n.d AND x.cause = 'concurrency' AND x.key > w.k)
+            FROM w WHERE w.k IS NOT NULL)
+        SELECT n.d, w.k FROM w WHERE w.k IS NOT NULL) AS y(d, k);
+    -- Nothing to give back or wake without a waiter or a breaker not
+    -- closed: then no lock, which would hold up the commits that admit
+    -- until the claim's transaction ends (the sweep waited for them, and
+    -- they for it, 13 ms a sweep in L).
+    IF cardinality(kd) > 0
+       OR EXISTS (SELECT 1 FROM {schema}.downstream_state x WHERE x.name = ANY (names) AND x.breaker <> 'closed') THEN
+        PERFORM 1 FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name FOR UPDATE;
+        FOR k IN SELECT y.d AS downstream, y.k AS key FROM unnest(kd, kk) AS y(d, k) ORDER BY 1, 2 LOOP
+            PERFORM 1 FROM {schema}.flow_keys x WHERE x.downstream = k.downstream AND x.key = k.key FOR UPDATE;
+            SELECT * INTO d FROM {schema}.downstreams x WHERE x.name = k.downstream;
+            -- (An activities' key is recounted: its dead holders taken away.)
+            free := coalesce(d.concurrency, 2147483647) - CASE WHEN d.holds = 'attempt' THEN {schema}._recount(k.downstream, k.key, 0)
+                                                                ELSE {schema}._live_holders(k.downstream, k.key) END;
+            IF free > 0 THEN
+                PERFORM {schema}._wake(k.downstream, k.key, 'concurrency', free);
+            END IF;
+        END LOOP;
+        FOR s IN SELECT * FROM {schema}.downstream_state x WHERE x.name = ANY (names) AND x.breaker <> 'closed' LOOP
+            IF (s.breaker = 'open' AND NOT s.breaker_manual AND s.open_until < now() - interval '1 second')
+               OR (s.breaker = 'half_open' AND NOT EXISTS (
+                    SELECT 1 FROM {schema}.runs r WHERE r.id = s.probe_run AND r.epoch = s.probe_epoch
+                      AND r.status = 'running' AND r.lease_expires_at > now())) THEN
+                PERFORM {schema}._wake(s.name, '', 'breaker', 1);
+            END IF;
+        END LOOP;
+    END IF;
+    RETURN QUERY
+    SELECT x.name, x.breaker, waits[array_position(counted, x.name)],
+           {schema}._in_use(x.name, coalesce((SELECT d.holds = 'run' FROM {schema}.downstreams d WHERE d.name = x.name), false))
+    FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name;
+END
+$$;
+
 -- As _flow_batch: only the roles that may write runs call it.
 REVOKE EXECUTE ON FUNCTION {schema}._flow_commit(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
     integer[], text[], text[], boolean[], text[], text, boolean, integer[], integer[], integer[],
