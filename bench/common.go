@@ -18,18 +18,21 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // newPool opens a pool of exactly size connections, all of them connected
 // before it returns, so that no timed part pays for connecting.
 func newPool(ctx context.Context, url string, size int32) (*pgxpool.Pool, error) {
-	return newNamedPool(ctx, url, size, appName)
+	return newNamedPool(ctx, url, size, appName, nil)
 }
 
 // newNamedPool is newPool with application_name name (appName and more:
-// the noise watcher counts the others).
-func newNamedPool(ctx context.Context, url string, size int32, name string) (*pgxpool.Pool, error) {
+// the noise watcher counts the others), and the settings params.
+func newNamedPool(ctx context.Context, url string, size int32, name string, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	cfg.MaxConns, cfg.MinConns = size, size
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
