@@ -70,7 +70,7 @@ CREATE FUNCTION {schema}._flow_commit(
     take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean,
     give_slots integer[], give_steps integer[], give_attempts integer[],
     fast boolean, ds text[], ds_takes integer[], ds_retries integer[], ds_calls integer[], ds_errors integer[],
-    ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[])
+    ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[], wake_for text)
 RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -178,8 +178,10 @@ BEGIN
                 -- Each key's gives wake as many of its waiters, oldest
                 -- first, as _flow_gives wakes them (before the takes of the
                 -- batch, which then may use up the room: a woken run
-                -- denied again waits on in the same wait).
-                PERFORM {schema}._wake(k.d, k.k, 'concurrency', k.g)
+                -- denied again waits on in the same wait); the notice
+                -- names the worker that listens for them (wake_for: the
+                -- batch's own, '' for every worker; _wake_for).
+                PERFORM {schema}._wake_for(k.d, k.k, 'concurrency', k.g, coalesce(wake_for, ''))
                 FROM unnest(kd, kk, kg) AS k(d, k, g)
                 WHERE k.g > 0 AND EXISTS (SELECT 1 FROM {schema}.flow_waiters w
                                           WHERE w.downstream = k.d AND w.cause = 'concurrency' AND w.key = k.k);
@@ -205,6 +207,70 @@ BEGIN
         take_runs, take_epochs, take_steps, take_attempts, take_downstreams, take_keys, take_retries, take_policies,
         by, again, give_slots, give_steps, give_attempts);
 END
+$$;
+
+-- _wake_for is _wake whose notice names the worker that is to claim the
+-- runs it woke: 'woke:<label>' on the runs channel, '' (every worker)
+-- when target is ''. The fast path's gives name their own worker, which
+-- has just ended the attempt that held the capacity: under a limit that
+-- binds, every release woke a run and every worker's claimer answered its
+-- notice, one to claim it and the others to claim nothing (F-conc, four
+-- workers: three empty claims a run). The worker named claims at once;
+-- the others claim within a moment in case it cannot (runtime, listener),
+-- and workers of an earlier version claim at once, as for any notice.
+CREATE FUNCTION {schema}._wake_for(ds text, k text, why text, n integer, target text)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    woken integer := 0;
+    r uuid;
+BEGIN
+    IF n = 2147483647 THEN
+        -- Every waiter (a breaker closed): one statement, not a loop. The
+        -- loop below, each DELETE passing the index entries of the
+        -- waiters it deleted before in this transaction, took 4.5 s for
+        -- 6,482 waiters: the commit that closed the breaker outlasted the
+        -- worker's statement timeout at every retry, the breaker stayed
+        -- half open and every waiter parked. Each run is found by its
+        -- primary key (= ANY of an array), whatever the statistics say.
+        WITH gone AS (
+            DELETE FROM {schema}.flow_waiters w
+            WHERE w.downstream = ds AND w.cause = why AND w.key = k
+            RETURNING w.run_id)
+        UPDATE {schema}.runs r SET run_after = now(), updated_at = now()
+        WHERE r.id = ANY (ARRAY(SELECT gone.run_id FROM gone))
+          AND r.status = 'queued' AND r.waiting_for = 'limit:' || ds;
+        GET DIAGNOSTICS woken = ROW_COUNT;
+    ELSE
+        WHILE woken < n LOOP
+            DELETE FROM {schema}.flow_waiters w
+            WHERE w.id = (SELECT x.id FROM {schema}.flow_waiters x
+                          WHERE x.downstream = ds AND x.cause = why AND x.key = k
+                          ORDER BY x.since, x.id LIMIT 1)
+            RETURNING w.run_id INTO r;
+            EXIT WHEN r IS NULL;
+            -- Only a run still waiting on this downstream: a stale row (the
+            -- run went on to wait on another) must not use up this wake.
+            UPDATE {schema}.runs SET run_after = now(), updated_at = now()
+            WHERE id = r AND status = 'queued' AND waiting_for = 'limit:' || ds;
+            IF FOUND THEN
+                woken := woken + 1;
+            END IF;
+            r := NULL;
+        END LOOP;
+    END IF;
+    IF woken > 0 THEN
+        PERFORM pg_catalog.pg_notify({schema}.runs_channel(), CASE WHEN target = '' THEN '' ELSE 'woke:' || target END);
+    END IF;
+    RETURN woken;
+END
+$$;
+
+-- _wake, as migration 16 wrote it: _wake_for's notice to every worker.
+CREATE OR REPLACE FUNCTION {schema}._wake(ds text, k text, why text, n integer)
+RETURNS integer
+LANGUAGE sql AS $$
+    SELECT {schema}._wake_for(ds, k, why, n, '')
 $$;
 
 -- flow_sweep as migration 28 left it, with its reads before its locks.
@@ -295,7 +361,7 @@ $$;
 -- As _flow_batch: only the roles that may write runs call it.
 REVOKE EXECUTE ON FUNCTION {schema}._flow_commit(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
     integer[], text[], text[], boolean[], text[], text, boolean, integer[], integer[], integer[],
-    boolean, text[], integer[], integer[], integer[], integer[], integer[], text[], text[], integer[]) FROM PUBLIC;
+    boolean, text[], integer[], integer[], integer[], integer[], integer[], text[], text[], integer[], text) FROM PUBLIC;
 DO $$
 DECLARE
     g record;

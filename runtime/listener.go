@@ -84,8 +84,19 @@ func (l *listener) listening() {
 // payload), a wake to apply ("wake", a signal sent), the Cancel of a run
 // ("cancel:<id>"), which the worker holding it carries out at once, and
 // which is a wake too, or a backfill requested in SQL ("backfill"), for the
-// schedules' ticker alone.
+// schedules' ticker alone. A run woken by a worker's give of capacity
+// ("woke:<label>") is that worker's to claim at once; the others claim
+// within wokeElsewhere, in case it cannot.
 func (l *listener) notified(payload string) {
+	if label, ok := strings.CutPrefix(payload, "woke:"); ok {
+		if label == l.cfg.Label {
+			l.claims.ownWake.Store(true)
+			l.claims.signal()
+		} else {
+			l.claims.wakeSoon()
+		}
+		return
+	}
 	if payload == "backfill" {
 		select {
 		case l.backfills <- struct{}{}:

@@ -125,7 +125,11 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(pool, store.WithSchema(cfg.Schema), store.WithBuild(cfg.BuildID))
+	opts := []store.Option{store.WithSchema(cfg.Schema), store.WithBuild(cfg.BuildID)}
+	if !cfg.PollOnly { // the runs its gives wake announced to it: it listens
+		opts = append(opts, store.WithWakeTarget(cfg.Label))
+	}
+	st, err := store.New(pool, opts...)
 	if err != nil {
 		return nil, err
 	}

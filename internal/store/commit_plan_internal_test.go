@@ -239,7 +239,7 @@ func checkCommitPlans(t *testing.T, history, backlog int, analyzeFirst bool) {
 	// A repeat's gives (sqlFlowAgain) look their attempts up by key.
 	giveArgs := []any{[]uuidParam{uuidArg(ids[0]), uuidArg(ids[1])}, []int64{1, 1}, []string{"api", "api"}, []string{"", ""}, []string{"ok", "error"},
 		[]uuidParam{}, []int64{}, []int32{}, []int32{}, []string{}, []string{}, []bool{}, []string{}, "w", true, []*int32{nil, nil},
-		[]int32{1, 1}, []int32{1, 2}, false, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+		[]int32{1, 1}, []int32{1, 2}, false, nil, nil, nil, nil, nil, nil, nil, nil, nil, "w"}
 	plan = explainGeneric(t, s, s.sql(sqlFlowAgain), giveArgs)
 	for _, bad := range badAccess(plan, wideIndex) {
 		t.Errorf("%s in the plan of a repeat's gives\n%s", bad, plan)

@@ -125,7 +125,7 @@ func (f *flowParts) add(i int, w *Write, id uuidParam, ep int64) {
 // before the batch's starts of attempts: a denied take's run is parked by
 // it, and the start's fence then finds the run no longer running.
 const sqlFlow = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._flow_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
+	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)`
 
 // sqlFlowAgain is sqlFlow for a batch that repeats a write with gives whose
 // first try may have committed (Write.Again). An outcome (ok, error) counts
@@ -145,13 +145,14 @@ const sqlFlowAgain = `SELECT run_id, epoch, cause, wait_ms, slot FROM {schema}._
 	                  THEN 'none' ELSE x.o END
 	      FROM unnest($1::uuid[], $2::bigint[], $5::text[], $17::int[], $18::int[]) WITH ORDINALITY AS x(r, e, o, s, a, n)
 	      ORDER BY x.n),
-	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)`
 
 func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 	args := []any{f.giveRuns, f.giveEpochs, f.giveDownstreams, f.giveKeys, f.giveOut,
 		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots,
 		f.giveSteps, f.giveAttempts}
 	args = append(args, f.fastArgs()...)
+	args = append(args, s.wakeFor) // $29: the worker the runs its gives wake are announced to
 	if f.givesAgain {
 		b.Queue(s.sql(sqlFlowAgain), args...)
 		return

@@ -310,7 +310,7 @@ func withoutFastPath(t *testing.T, st *store.Store) {
 			take_keys text[], take_retries boolean[], take_policies text[], by text, again boolean,
 			give_slots integer[], give_steps integer[], give_attempts integer[],
 			fast boolean, ds text[], ds_takes integer[], ds_retries integer[], ds_calls integer[], ds_errors integer[],
-			ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[])
+			ds_tails integer[], ks_downstreams text[], ks_keys text[], ks_takes integer[], wake_for text)
 			RETURNS TABLE (run_id uuid, epoch bigint, cause text, wait_ms float8, slot integer)
 			LANGUAGE plpgsql AS $$ BEGIN RETURN QUERY SELECT * FROM {schema}._flow_batch($1, $2, $3, $4, $5, $6, $7, $8, $9,
 			$10, $11, $12, $13, $14, $15, $16, $17, $18); END $$`, st.Schema())); err != nil {

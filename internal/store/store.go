@@ -67,14 +67,25 @@ type Batcher interface {
 type Option func(*options)
 
 type options struct {
-	schema string
-	build  string
+	schema  string
+	build   string
+	wakeFor string
 }
 
 // WithSchema puts Tenure's tables in the named schema instead of DefaultSchema.
 // The name must be a lower-case SQL identifier (letters, digits, underscore).
 func WithSchema(name string) Option {
 	return func(o *options) { o.schema = name }
+}
+
+// WithWakeTarget names the worker whose statements the Store runs, as its
+// LISTEN on RunsChannel knows it (runtime.Config.Label): the runs its gives
+// of capacity wake are announced to it alone ('woke:<label>'), and it
+// claims them at once, while the other workers claim only in case it does
+// not (schema version 29). Without it (a worker that does not listen)
+// they are announced to every worker.
+func WithWakeTarget(label string) Option {
+	return func(o *options) { o.wakeFor = label }
 }
 
 // WithBuild names the build of the worker whose statements the Store runs
@@ -125,6 +136,9 @@ type Store struct {
 	pool   *pgxpool.Pool
 	schema string
 	build  string // "" : none
+	// wakeFor is the worker the runs its gives wake are announced to
+	// (WithWakeTarget); "": every worker.
+	wakeFor string
 
 	mu      sync.Mutex
 	checked bool
@@ -151,7 +165,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, schema: o.schema, build: o.build}, nil
+	return &Store{pool: pool, schema: o.schema, build: o.build, wakeFor: o.wakeFor}, nil
 }
 
 // Pool returns the pool the store runs on.

@@ -1,0 +1,131 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenurehq/tenure/activities"
+	"github.com/tenurehq/tenure/flow"
+	"github.com/tenurehq/tenure/internal/pgtest"
+	"github.com/tenurehq/tenure/policy"
+	"github.com/tenurehq/tenure/sdk"
+)
+
+// notices listens on the schema's runs channel and returns the payloads
+// as they come.
+func notices(t *testing.T, e *env) <-chan string {
+	t.Helper()
+	conn, err := pgx.Connect(e.ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(e.ctx, "LISTEN "+pgx.Identifier{e.schema + "_runs"}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				return
+			}
+			out <- n.Payload
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = conn.Close(context.Background())
+	})
+	return out
+}
+
+// awaitNotice waits up to 10 s for a notice with payload want, and returns
+// the notices before it.
+func awaitNotice(t *testing.T, ch <-chan string, want string) []string {
+	t.Helper()
+	var before []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case p := <-ch:
+			if p == want {
+				return before
+			}
+			before = append(before, p)
+		case <-deadline:
+			t.Fatalf("no notice %q within 10 s (saw %q)", want, before)
+		}
+	}
+}
+
+// A run woken by a give of capacity on the fast path is announced to the
+// worker whose attempt gave it ("woke:<label>"), not to every worker:
+// under a limit that binds, every worker's claimer answered every release.
+// That worker claims it; when it has no slot free for it (here its one
+// slot runs the giver's next step), it announces the run to every worker
+// (an empty payload), and another claims it at once, not at its next poll.
+func TestFlow_ARunAGiveWakesIsAnnouncedToTheGiver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ds := flow.New("one-at-a-time", flow.Concurrency(1))
+	first, next := newGate(e), newGate(e)
+	act := activities.New("call-one", func(ctx context.Context, n int) (int, error) {
+		if n == 0 {
+			first.wait()
+		}
+		return n, nil
+	}, policy.MaxAttempts(1)).Calls(ds, nil)
+	after := activities.New("after-the-call", func(ctx context.Context, n int) (int, error) {
+		if n == 0 {
+			next.wait() // the giver's slot stays busy
+		}
+		return n, nil
+	}, policy.MaxAttempts(1))
+	wf := sdk.NewWorkflow("calls-one", func(ctx context.Context, n int) (int, error) {
+		if _, err := sdk.Execute(ctx, act, n); err != nil {
+			return 0, err
+		}
+		return sdk.Execute(ctx, after, n)
+	})
+	ch := notices(t, e)
+	for _, label := range []string{"giver-a", "giver-b"} {
+		cfg := e.config()
+		cfg.Label, cfg.Concurrency, cfg.PollInterval = label, 1, time.Minute // no poll: only notices claim
+		e.worker(cfg, wf)
+	}
+	a, err := sdk.Start(e.ctx, e.client, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first run holding the slot", func() bool { return first.waiting.Load() == 1 })
+	b, err := sdk.Start(e.ctx, e.client, wf, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second run waiting for the slot", func() bool {
+		return fscalar[int](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, b.ID) == 1
+	})
+	giver := fscalar[string](e, `SELECT worker FROM {schema}.attempts WHERE run_id = $1 AND step = 1`, a.ID)
+	first.release()
+	awaitNotice(t, ch, "woke:"+giver)
+	if seen := awaitNotice(t, ch, ""); len(seen) > 0 {
+		t.Logf("notices between: %q", seen)
+	}
+	if got, err := result(t, b); err != nil || got != 1 {
+		t.Fatalf("the woken run: %v, %v", got, err)
+	}
+	if w := fscalar[string](e, `SELECT worker FROM {schema}.attempts WHERE run_id = $1 AND step = 1`, b.ID); w == giver {
+		t.Errorf("the woken run's call ran on %s, whose one slot was busy", w)
+	}
+	next.release()
+	if _, err := result(t, a); err != nil {
+		t.Fatal(err)
+	}
+}
