@@ -273,18 +273,23 @@ LANGUAGE sql AS $$
     SELECT {schema}._wake_for(ds, k, why, n, '')
 $$;
 
--- flow_sweep as migration 28 left it, with its reads before its locks.
--- It counted the waits (_waiting, a lookup per open wait) and read the
--- keys with waiters (every waiter's index entry) while it held the
+-- _flow_sweep is flow_sweep as migration 28 left it, with its reads
+-- before its locks, and the waits counted only when counts is set. It
+-- counted the waits (_waiting, a lookup per open wait) and read the keys
+-- with waiters (every waiter's index entry) while it held the
 -- downstream's and its keys' locks: with 4,000 runs waiting, 17 to 21 ms
 -- a sweep, each worker's every second, in which no commit of the
--- downstream took or gave back. The counts are read first, without a
+-- downstream took or gave back. And every worker counted every wait every
+-- second for a gauge (FlowObserver.DownstreamState): a worker of this
+-- version counts them every tenth second or so (runtime's flowCountEvery),
+-- or at the next sweep when waits appear where it last counted none; its
+-- sweeps in between cost what the keys with waiters cost. The counts are read first, without a
 -- lock (the same figures: a run woken keeps its wait open until it is
 -- admitted); the locks cover only the recounts and wakes, and only when a
 -- key has a concurrency waiter or a breaker is not closed (a breaker's
 -- waiters are woken only then). The keys with waiters are found by a skip
 -- scan of flow_waiters_queue_idx, a probe per key.
-CREATE OR REPLACE FUNCTION {schema}.flow_sweep(names text[])
+CREATE FUNCTION {schema}._flow_sweep(names text[], counts boolean)
 RETURNS TABLE (downstream text, breaker text, waiting bigint, in_use bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -310,10 +315,14 @@ BEGIN
             SELECT (SELECT min(x.downstream) FROM {schema}.flow_waiters x WHERE x.downstream > w.ds)
             FROM w WHERE w.ds IS NOT NULL)
         SELECT w.ds FROM w WHERE w.ds IS NOT NULL)) AS x ORDER BY 1);
-    -- The waits, counted before any lock.
-    SELECT coalesce(array_agg(x.name ORDER BY x.name), '{}'), coalesce(array_agg({schema}._waiting(x.name) ORDER BY x.name), '{}')
-    INTO counted, waits
-    FROM {schema}.downstream_state x WHERE x.name = ANY (names);
+    -- The waits, counted before any lock, when asked for (NULL when not).
+    counted := '{}';
+    waits := '{}';
+    IF counts THEN
+        SELECT coalesce(array_agg(x.name ORDER BY x.name), '{}'), coalesce(array_agg({schema}._waiting(x.name) ORDER BY x.name), '{}')
+        INTO counted, waits
+        FROM {schema}.downstream_state x WHERE x.name = ANY (names);
+    END IF;
     -- The keys with a concurrency waiter, a probe each (a skip scan of
     -- flow_waiters_queue_idx within each downstream).
     SELECT coalesce(array_agg(y.d ORDER BY y.d, y.k), '{}'), coalesce(array_agg(y.k ORDER BY y.d, y.k), '{}')
@@ -351,17 +360,30 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
+    -- Not counted, the waits are 0 when none is open (a probe of
+    -- throttles_downstream_idx), else NULL: the worker counts at its next
+    -- sweep when it last counted none.
     RETURN QUERY
-    SELECT x.name, x.breaker, waits[array_position(counted, x.name)],
+    SELECT x.name, x.breaker,
+           CASE WHEN counts THEN waits[array_position(counted, x.name)]
+                WHEN NOT EXISTS (SELECT 1 FROM {schema}.throttles t WHERE t.downstream = x.name AND t.ended_at IS NULL) THEN 0 END,
            {schema}._in_use(x.name, coalesce((SELECT d.holds = 'run' FROM {schema}.downstreams d WHERE d.name = x.name), false))
     FROM {schema}.downstream_state x WHERE x.name = ANY (names) ORDER BY x.name;
 END
 $$;
 
--- As _flow_batch: only the roles that may write runs call it.
+-- flow_sweep, as workers before schema 29 call it: with the waits counted.
+CREATE OR REPLACE FUNCTION {schema}.flow_sweep(names text[])
+RETURNS TABLE (downstream text, breaker text, waiting bigint, in_use bigint)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM {schema}._flow_sweep(names, true)
+$$;
+
+-- As _flow_batch and flow_sweep: only the roles that may write runs call them.
 REVOKE EXECUTE ON FUNCTION {schema}._flow_commit(uuid[], bigint[], text[], text[], text[], uuid[], bigint[], integer[],
     integer[], text[], text[], boolean[], text[], text, boolean, integer[], integer[], integer[],
     boolean, text[], integer[], integer[], integer[], integer[], integer[], text[], text[], integer[], text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}._flow_sweep(text[], boolean) FROM PUBLIC;
 DO $$
 DECLARE
     g record;
@@ -372,7 +394,7 @@ BEGIN
           AND pg_catalog.has_function_privilege(r.oid, '{schema}.flow_sweep(text[])', 'EXECUTE')
           AND pg_catalog.has_table_privilege(r.oid, '{schema}.runs', 'UPDATE')
     LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}._flow_commit TO %I', g.rolname);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}._flow_commit, {schema}._flow_sweep TO %I', g.rolname);
     END LOOP;
 END
 $$;

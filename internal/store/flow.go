@@ -272,29 +272,38 @@ func (s *Store) DeclareDownstream(ctx context.Context, name string, limits []byt
 }
 
 // DownstreamState is a downstream's breaker and load, as FlowSweep reads
-// it.
+// it. Waiting is known (Counted) when the sweep counted the waits, or when
+// none is open.
 type DownstreamState struct {
 	Name    string
 	Breaker string
 	Waiting int64
+	Counted bool
 	InUse   int64
 }
 
 // sqlFlowSweep gives back the capacity of dead workers and wakes breakers'
-// probes (migration 16's flow_sweep).
-const sqlFlowSweep = `SELECT downstream, breaker, waiting, in_use FROM {schema}.flow_sweep($1)`
+// probes (migration 29's _flow_sweep, flow_sweep's body), counting the
+// waits when $2 is set.
+const sqlFlowSweep = `SELECT downstream, breaker, waiting, in_use FROM {schema}._flow_sweep($1, $2)`
 
 // FlowSweep gives back capacity that no release gave back (held by runs
 // whose lease expired) and wakes the probes of breakers whose probe never
-// came, for the downstreams named; it returns their state.
-func (s *Store) FlowSweep(ctx context.Context, names []string) ([]DownstreamState, error) {
+// came, for the downstreams named; it returns their state, with the steps
+// waiting on each when counts is set (a lookup per step waiting) or when
+// none is.
+func (s *Store) FlowSweep(ctx context.Context, names []string, counts bool) ([]DownstreamState, error) {
 	b := &pgx.Batch{}
 	var out []DownstreamState
-	b.Queue(s.sql(sqlFlowSweep), names).Query(func(rows pgx.Rows) error {
+	b.Queue(s.sql(sqlFlowSweep), names, counts).Query(func(rows pgx.Rows) error {
 		var err error
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (DownstreamState, error) {
 			var d DownstreamState
-			err := row.Scan(&d.Name, &d.Breaker, &d.Waiting, &d.InUse)
+			var waiting *int64
+			err := row.Scan(&d.Name, &d.Breaker, &waiting, &d.InUse)
+			if waiting != nil {
+				d.Waiting, d.Counted = *waiting, true
+			}
 			return d, err
 		})
 		return err

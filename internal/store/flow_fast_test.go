@@ -404,3 +404,40 @@ func TestCommit_TheFastPathWakesAsTheSlowPathDoes(t *testing.T) {
 	}
 	t.Logf("%q", fastGot)
 }
+
+// A sweep counts the steps waiting only when asked (a lookup per step
+// waiting); otherwise it says 0 when none waits, and nothing when some do.
+func TestFlowSweep_CountsTheWaitsWhenAsked(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	if err := st.DeclareDownstream(ctx, "api", []byte(`{"concurrency": 1}`), "w", "attempt"); err != nil {
+		t.Fatal(err)
+	}
+	sweep := func(counts bool) store.DownstreamState {
+		t.Helper()
+		s, err := st.FlowSweep(ctx, []string{"api"}, counts)
+		if err != nil || len(s) != 1 {
+			t.Fatalf("sweep: %v %+v", err, s)
+		}
+		return s[0]
+	}
+	if s := sweep(false); !s.Counted || s.Waiting != 0 {
+		t.Errorf("nothing waiting, not counted: %+v, want 0 known", s)
+	}
+	pol, _ := json.Marshal(policy.Default())
+	leases := claimN(t, st, 3)
+	for i, l := range leases {
+		res, err := st.Commit(ctx, st.Pool(), []store.Write{{Lease: l, StartAttempt: &store.AttemptStart{Step: 1, Attempt: 1,
+			Activity: "a", Policy: pol, Worker: "w", Take: &store.FlowTake{Downstream: "api"}}}})
+		if err != nil || (res[0].Denied != nil) != (i > 0) {
+			t.Fatalf("take %d: %v %+v", i, err, res)
+		}
+	}
+	if s := sweep(false); s.Counted {
+		t.Errorf("two waiting, not counted: %+v, want not known", s)
+	}
+	if s := sweep(true); !s.Counted || s.Waiting != 2 || s.InUse != 1 {
+		t.Errorf("two waiting, counted: %+v, want 2 waiting, 1 in use", s)
+	}
+}

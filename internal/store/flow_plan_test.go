@@ -176,7 +176,8 @@ func checkFlowPlans(t *testing.T, history int) {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		for _, q := range []string{`CALL {schema}.planner('write')`, `SELECT * FROM {schema}.flow_sweep(ARRAY['api'])`} {
+		for _, q := range []string{`CALL {schema}.planner('write')`, `SELECT * FROM {schema}.flow_sweep(ARRAY['api'])`,
+			`SELECT * FROM {schema}._flow_sweep(ARRAY['api'], false)`} {
 			if _, err := tx.Exec(ctx, replaceSchema(q, st.Schema())); err != nil {
 				t.Fatal(err)
 			}

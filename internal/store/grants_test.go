@@ -41,13 +41,15 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 	}
 	t.Run("as documented", func(t *testing.T) { checkRoles(t, string(m[1]), false) })
 	// Before version 11 the block named no wakes; before version 21, no
-	// schedule_backfills.
+	// schedule_backfills; before version 29, no _flow_commit and _flow_sweep.
 	before := regexp.MustCompile(`, tenure\.wakes(_id_seq)?`).ReplaceAllString(string(m[1]), "")
 	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON tenure\.schedule_backfills TO [^\n]*\n`).ReplaceAllString(before, "")
 	before = regexp.MustCompile(`(?m)^GRANT [^\n]* ON FUNCTION tenure\.ensure_history_partitions TO [^\n]*\n`).ReplaceAllString(before, "")
 	before = regexp.MustCompile(`(?m)^GRANT [^\n]*(retain_history|_retention_|history_retention)[^\n]*\n`).ReplaceAllString(before, "")
+	before = regexp.MustCompile(`, tenure\._flow_(commit|sweep)\b`).ReplaceAllString(before, "") // (migration 29's)
 	if code := regexp.MustCompile(`--.*`).ReplaceAllString(before, ""); strings.Contains(code, "wakes") || strings.Contains(code, "schedule_backfills") ||
-		strings.Contains(code, "ensure_history_partitions") || strings.Contains(code, "retention") {
+		strings.Contains(code, "ensure_history_partitions") || strings.Contains(code, "retention") || strings.Contains(code, "_flow_commit") ||
+		strings.Contains(code, "_flow_sweep") {
 		t.Fatalf("the grants without wakes, schedule_backfills and ensure_history_partitions still name them:\n%s", before)
 	}
 	t.Run("upgraded", func(t *testing.T) { checkRoles(t, before, true) })
@@ -55,8 +57,8 @@ func TestDocs_LeastPrivilegeRolesAreEnough(t *testing.T) {
 
 // checkRoles applies grants (docs/operations.md's block) to three roles of
 // a new schema and checks what each can do; with upgrade, it then runs the
-// grants of migrations 11, 21 and 22, as upgrades from versions 10, 20 and
-// 21 do.
+// grants of migrations 11, 21 to 25 and 29, as upgrades from the versions
+// before them do.
 func checkRoles(t *testing.T, grants string, upgrade bool) {
 	owner := newStore(t)
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
@@ -76,7 +78,7 @@ func checkRoles(t *testing.T, grants string, upgrade bool) {
 	if _, err := owner.Pool().Exec(t.Context(), grants); err != nil {
 		t.Fatalf("the documented grants: %v", err)
 	}
-	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql", "0023_history_retention.sql", "0024_history_stats.sql", "0025_history_merge.sql"} {
+	for _, file := range []string{"0011_wakes.sql", "0021_schedule_sql.sql", "0022_history_partitions.sql", "0023_history_retention.sql", "0024_history_stats.sql", "0025_history_merge.sql", "0029_flow_fast.sql"} {
 		if !upgrade {
 			break
 		}
@@ -308,6 +310,12 @@ func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
 			t.Fatalf("batch %d of takes and gives as the worker role: %v %+v", i, err, res)
 		}
 	}
+	// Its sweeps, with and without the waits counted (_flow_sweep).
+	for _, counts := range []bool{true, false} {
+		if s, err := worker.FlowSweep(ctx, []string{"payments"}, counts); err != nil || len(s) != 1 || (counts && !s[0].Counted) {
+			t.Fatalf("sweep as the worker role, counting %v: %v %+v", counts, err, s)
+		}
+	}
 	if l, err := operator.SetDownstream(ctx, "payments", []byte(`{"concurrency": 2}`), "op"); err != nil || l.Concurrency != 2 {
 		t.Errorf("set limits as the operator role: %v, %v", l, err)
 	}
@@ -331,7 +339,7 @@ func checkFlowRoles(t *testing.T, worker, operator, readonly *store.Store) {
 	_, err = readonly.ResetDownstream(ctx, "payments", "ro")
 	denied("reset limits", err)
 	denied("declare a downstream", readonly.DeclareDownstream(ctx, "payments", []byte(`{}`), "ro", "attempt"))
-	_, err = readonly.FlowSweep(ctx, []string{"payments"})
+	_, err = readonly.FlowSweep(ctx, []string{"payments"}, true)
 	denied("sweep downstreams", err)
 	denied("open a breaker", readonly.OpenBreaker(ctx, "payments", "ro"))
 	denied("close a breaker", readonly.CloseBreaker(ctx, "payments", "ro"))
