@@ -274,21 +274,24 @@ LANGUAGE sql AS $$
 $$;
 
 -- _flow_sweep is flow_sweep as migration 28 left it, with its reads
--- before its locks, and the waits counted only when counts is set. It
--- counted the waits (_waiting, a lookup per open wait) and read the keys
--- with waiters (every waiter's index entry) while it held the
+-- before its locks, and the waits counted only when counts is set.
+--
+-- It counted the waits (_waiting, a lookup per open wait) and read the
+-- keys with waiters (every waiter's index entry) while it held the
 -- downstream's and its keys' locks: with 4,000 runs waiting, 17 to 21 ms
 -- a sweep, each worker's every second, in which no commit of the
--- downstream took or gave back. And every worker counted every wait every
--- second for a gauge (FlowObserver.DownstreamState): a worker of this
--- version counts them every tenth second or so (runtime's flowCountEvery),
--- or at the next sweep when waits appear where it last counted none; its
--- sweeps in between cost what the keys with waiters cost. The counts are read first, without a
+-- downstream took or gave back. The counts are now read first, without a
 -- lock (the same figures: a run woken keeps its wait open until it is
 -- admitted); the locks cover only the recounts and wakes, and only when a
 -- key has a concurrency waiter or a breaker is not closed (a breaker's
 -- waiters are woken only then). The keys with waiters are found by a skip
 -- scan of flow_waiters_queue_idx, a probe per key.
+--
+-- And every worker counted every wait every second for a gauge
+-- (FlowObserver.DownstreamState): a worker of this version counts them
+-- every tenth second or so (runtime's flowCountEvery), or at the next
+-- sweep when waits appear where it last counted none; its sweeps in
+-- between cost what the keys with waiters cost.
 CREATE FUNCTION {schema}._flow_sweep(names text[], counts boolean)
 RETURNS TABLE (downstream text, breaker text, waiting bigint, in_use bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
