@@ -176,11 +176,12 @@ BEGIN
             WHERE x.name >= y.d AND x.name <= y.d;
             IF throttled THEN
                 -- Each key's gives wake as many of its waiters, oldest
-                -- first, as _flow_gives wakes them (before the takes of the
-                -- batch, which then may use up the room: a woken run
-                -- denied again waits on in the same wait); the notice
-                -- names the worker that listens for them (wake_for: the
-                -- batch's own, '' for every worker; _wake_for).
+                -- first, as _flow_gives wakes them (the batch's takes,
+                -- counted above, may have used up the room: a woken run
+                -- denied again waits on in the same wait, as after
+                -- _flow_batch); the notice names the worker that listens
+                -- for them (wake_for: the batch's own, '' for every
+                -- worker; _wake_for).
                 PERFORM {schema}._wake_for(k.d, k.k, 'concurrency', k.g, coalesce(wake_for, ''))
                 FROM unnest(kd, kk, kg) AS k(d, k, g)
                 WHERE k.g > 0 AND EXISTS (SELECT 1 FROM {schema}.flow_waiters w
@@ -216,8 +217,10 @@ $$;
 -- binds, every release woke a run and every worker's claimer answered its
 -- notice, one to claim it and the others to claim nothing (F-conc, four
 -- workers: three empty claims a run). The worker named claims at once;
--- the others claim within a moment in case it cannot (runtime, listener),
--- and workers of an earlier version claim at once, as for any notice.
+-- the others claim a moment later for what it does not take (runtime,
+-- listener), and workers of an earlier version claim at once, as for any
+-- notice. Only the fast path names a worker: _flow_batch's wakes and the
+-- sweep's notify every worker.
 CREATE FUNCTION {schema}._wake_for(ds text, k text, why text, n integer, target text)
 RETURNS integer
 LANGUAGE plpgsql AS $$

@@ -46,22 +46,21 @@ type claimer struct {
 	lastWakes            time.Time
 	busyWakes            bool
 
-	// ownWake is set by a notice of a run this worker's give of capacity
-	// woke ("woke:<label>", migration 29's _wake_for): the claim it sets
-	// off announces the run to every worker when it claims nothing.
 	// elsewhere is wakeSoon's timer (under mu), for the notices of runs
-	// other workers woke.
-	ownWake   atomic.Bool
+	// other workers' gives of capacity woke.
 	elsewhere *time.Timer
 }
 
 // wokeElsewhere is how soon a worker claims after a notice of a run another
-// worker's give woke ("woke:<label>"): that worker claims it at once, and
-// says so to every worker when it cannot (no free slot, nothing it serves);
-// this claim is for what that misses (the worker stopped, or it claimed
-// another run first). One claim per wokeElsewhere, whatever the notices:
-// under a limit that binds, four workers answered every release with four
-// claims, three of them empty.
+// worker's give woke ("woke:<label>", migration 29's _wake_for): that
+// worker claims it at once; this claim is for what it does not take (no
+// slot free, a workflow or queue it does not serve, it stopped). One
+// claim per wokeElsewhere, whatever the notices: under a limit that binds,
+// four workers answered every release with four claims, three of them
+// empty. (The worker named does not tell the others when it does not take
+// the run: its slot is often freed, and the run claimed by the claim that
+// sets off, just before or after its notice, and telling them then made
+// the same empty claims.)
 const wokeElsewhere = 50 * time.Millisecond
 
 // wakeSoon wakes the claim loop wokeElsewhere from now, unless a wakeSoon
@@ -213,10 +212,6 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 	n, held := c.pool.holding(cancels)
 	free := c.cfg.Concurrency - n
 	wake := c.wakesDue.Swap(false) || cancels || time.Since(c.lastWakes) >= wakeEvery
-	own := c.ownWake.Swap(false)
-	if free <= 0 && own {
-		c.announce(ctx) // a run this worker woke, and no slot to run it
-	}
 	if free <= 0 && !wake {
 		return false, nil
 	}
@@ -239,9 +234,6 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 		return false, err
 	}
 	c.claims.ok()
-	if own && free > 0 && len(claimed) == 0 {
-		c.announce(ctx) // a run this worker woke, not one it claims
-	}
 	if wake {
 		c.lastWakes = began
 		c.woken(woken)
@@ -251,15 +243,6 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 		c.pool.start(run.ID, c.execution(base, run, began))
 	}
 	return free > 0 && len(claimed) == free, nil
-}
-
-// announce tells every worker that a run is due (a notice on the runs
-// channel): one this worker woke and does not claim. Failing, the others'
-// claims after the notice of the wake (wakeSoon) take it.
-func (c *claimer) announce(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
-	defer cancel()
-	_ = c.store.Notify(ctx, c.store.RunsChannel(), "")
 }
 
 // claim takes up to free runs, in one statement with the wakes when wake is

@@ -65,7 +65,9 @@ type Config struct {
 	// Queues are the queues this worker serves. Default ["default"].
 	Queues []string
 	// Label names the worker for people and traces ("host-pid-random" by
-	// default). Nothing is keyed on it: two workers may share a label.
+	// default). Two workers may share a label: then each claims at once the
+	// runs either's release of a downstream's capacity wakes (the notice
+	// names the label), as every worker would without it.
 	Label string
 	// BuildID names the build of the program the worker runs: recorded on
 	// its registry row, on each run it claims first and on each step it

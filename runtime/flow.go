@@ -47,8 +47,8 @@ type FlowObserver interface {
 	// capacity in use and the steps waiting on it, as the worker's sweep
 	// reads them about once a second; the steps waiting are counted about
 	// every 10 seconds (a lookup per step waiting), and reported as last
-	// counted in between (0 as soon as none waits; counted at the next
-	// sweep when some wait where the last count found none).
+	// counted in between (0 as soon as no wait is open; counted at the next
+	// sweep when waits are open where the last count found none).
 	DownstreamState(downstream, breaker string, waiting, inUse int64)
 }
 
@@ -65,6 +65,7 @@ type flows struct {
 	swept    time.Time
 	waiting  map[string]int64 // each downstream's steps waiting, at the last count
 	counted  time.Time
+	forced   time.Time // the last count set off by waits where the count before found none
 }
 
 // declaration is one downstream's row, written once per worker process.
@@ -135,8 +136,9 @@ const sweepEvery = time.Second
 
 // flowCountEvery is how often a worker's sweep also counts the steps
 // waiting on its downstreams, for FlowObserver.DownstreamState (its other
-// sweeps report the last count, 0 when none waits, and count at once when
-// some wait where the last count found none): a lookup per step waiting,
+// sweeps report the last count, 0 when no wait is open, and count at the
+// next sweep when waits are open where the last count found none, once per
+// flowCountEvery): a lookup per step waiting,
 // which every worker made every second (F-conc, 4,000 runs waiting: 18 ms
 // a sweep, four workers).
 const flowCountEvery = 10 * time.Second
@@ -190,8 +192,11 @@ func (f *flows) sweep(ctx context.Context, o Observer, timeout time.Duration) {
 			f.waiting[s.Name] = s.Waiting
 		} else {
 			s.Waiting = f.waiting[s.Name]
-			if s.Waiting == 0 {
-				f.counted = time.Time{} // waits where the last count found none: count at the next sweep
+			if s.Waiting == 0 && time.Since(f.forced) >= flowCountEvery {
+				// Waits open where the last count found none: counted at
+				// the next sweep, once per flowCountEvery (the waits of runs
+				// that ended while waiting stay open, and count as none).
+				f.counted, f.forced = time.Time{}, time.Now()
 			}
 		}
 		if was, ok := f.breakers[s.Name]; ok && was != s.Breaker {

@@ -86,11 +86,10 @@ func (l *listener) listening() {
 // which is a wake too, or a backfill requested in SQL ("backfill"), for the
 // schedules' ticker alone. A run woken by a worker's give of capacity
 // ("woke:<label>") is that worker's to claim at once; the others claim
-// within wokeElsewhere, in case it cannot.
+// wokeElsewhere later, for what it does not take.
 func (l *listener) notified(payload string) {
 	if label, ok := strings.CutPrefix(payload, "woke:"); ok {
 		if label == l.cfg.Label {
-			l.claims.ownWake.Store(true)
 			l.claims.signal()
 		} else {
 			l.claims.wakeSoon()

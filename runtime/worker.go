@@ -113,6 +113,11 @@ type Worker struct {
 	serving atomic.Bool  // between the start of Run and its return
 }
 
+// maxWakeLabel is the longest label a worker's wake notices name
+// ('woke:<label>'; PostgreSQL's payload limit is 8000 bytes): a worker of a
+// longer label has the runs its gives wake announced to every worker.
+const maxWakeLabel = 1000
+
 // NewWorker returns a worker on pool, or the configuration error: a nil
 // pool, an invalid schema name, an out-of-range duration or count, a bad
 // default policy. It sends nothing to the database: Run and Start check the
@@ -126,7 +131,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	opts := []store.Option{store.WithSchema(cfg.Schema), store.WithBuild(cfg.BuildID)}
-	if !cfg.PollOnly { // the runs its gives wake announced to it: it listens
+	if !cfg.PollOnly && len(cfg.Label) <= maxWakeLabel { // the runs its gives wake announced to it: it listens
 		opts = append(opts, store.WithWakeTarget(cfg.Label))
 	}
 	st, err := store.New(pool, opts...)

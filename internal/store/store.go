@@ -80,10 +80,11 @@ func WithSchema(name string) Option {
 
 // WithWakeTarget names the worker whose statements the Store runs, as its
 // LISTEN on RunsChannel knows it (runtime.Config.Label): the runs its gives
-// of capacity wake are announced to it alone ('woke:<label>'), and it
-// claims them at once, while the other workers claim only in case it does
-// not (schema version 29). Without it (a worker that does not listen)
-// they are announced to every worker.
+// of capacity wake on _flow_commit's fast path are announced to it alone
+// ('woke:<label>'), and it claims them at once, while the other workers
+// claim a moment later for what it does not take (schema version 29).
+// Without it (a worker that does not listen) they are announced to every
+// worker, as the wakes of _flow_batch and of the sweep always are.
 func WithWakeTarget(label string) Option {
 	return func(o *options) { o.wakeFor = label }
 }
