@@ -74,6 +74,7 @@ type declaration struct {
 	once   sync.Once
 	done   bool
 	err    error
+	warned map[string]bool // other limits declared under its name, logged once each (under flows.mu)
 }
 
 // declare writes d's row the first time this worker uses d; a failure is
@@ -99,10 +100,25 @@ func (f *flows) declareHolds(ctx context.Context, name string, limits flow.Limit
 		decl = &declaration{limits: limits} // try again
 		f.declared[name] = decl
 	}
+	// The same declaration's limits compare equal (the same pointers) at
+	// once: every step of a limited activity comes here, and formatting
+	// both sides cost about 4 µs a step. Other limits are logged once, not
+	// at every step that declares them.
+	var applied, ignored string
+	if decl.limits != limits {
+		if applied, ignored = decl.limits.String(), limits.String(); applied != ignored && !decl.warned[ignored] {
+			if decl.warned == nil {
+				decl.warned = map[string]bool{}
+			}
+			decl.warned[ignored] = true
+		} else {
+			ignored = ""
+		}
+	}
 	f.mu.Unlock()
-	if decl.limits.String() != limits.String() {
+	if ignored != "" {
 		f.log.Warn("tenure: two downstreams of one name declare different limits; the first declared applies",
-			"downstream", name, "applied", decl.limits.String(), "ignored", limits.String())
+			"downstream", name, "applied", applied, "ignored", ignored)
 	}
 	decl.once.Do(func() {
 		b, err := json.Marshal(decl.limits)

@@ -422,3 +422,48 @@ func TestFlow_WorkflowConcurrencyKeyCancelInProgress(t *testing.T) {
 		t.Errorf("%d runs of one key in progress at once, limit 1", got)
 	}
 }
+
+// Two downstreams of one name with different limits: the first declared
+// applies, and the worker says so once, not at every step that declares
+// the other.
+func TestFlow_OtherLimitsUnderOneNameAreLoggedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := flow.New("one-api", flow.Concurrency(5))
+	other := flow.New("one-api", flow.Concurrency(7))
+	a := activities.New("call-a", func(ctx context.Context, n int) (int, error) { return n, nil }).Calls(first, nil)
+	b := activities.New("call-b", func(ctx context.Context, n int) (int, error) { return n, nil }).Calls(other, nil)
+	wf := sdk.NewWorkflow("two-declarations", func(ctx context.Context, n int) (int, error) {
+		for i := range 3 {
+			for _, act := range []*activities.Activity[int, int]{a, b} {
+				if _, err := sdk.Execute(ctx, act, n+i); err != nil {
+					return 0, err
+				}
+			}
+		}
+		return n, nil
+	})
+	var log logBuffer
+	cfg := e.config()
+	cfg.Logger = log.logger()
+	e.worker(cfg, wf)
+	for i := range 4 {
+		r, err := sdk.Start(e.ctx, e.client, wf, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := result(t, r); err != nil {
+			t.Fatalf("run %s: %v", r.ID, err)
+		}
+	}
+	const warning = "declare different limits"
+	if n := strings.Count(log.String(), warning); n != 1 {
+		t.Fatalf("the warning was logged %d times in 12 steps of each declaration, want once:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), `applied="concurrency 5`) || !strings.Contains(log.String(), `ignored="concurrency 7`) {
+		t.Errorf("the warning names neither the limits applied nor those ignored:\n%s", log.String())
+	}
+	if got := fscalar[string](e, `SELECT concurrency::text FROM {schema}.downstreams WHERE name = 'one-api'`); got != "5" {
+		t.Errorf("the downstream's concurrency is %s, want the first declared, 5", got)
+	}
+}
