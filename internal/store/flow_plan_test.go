@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -27,8 +28,10 @@ import (
 //     statements of migration 16 once read every slot of the key for each
 //     row of the batch: a slot = ANY and a top slot left as filters, a
 //     give's holder looked up by the key alone);
-//   - history: 200,000 finished runs and their attempts, analyzed with the
-//     flow tables as they are before the batch.
+//   - history: 200,000 finished runs and their attempts, and a wait ended
+//     on the downstream for every fourth of them, analyzed with the flow
+//     tables as they are before the batch (TENURE_FLOW_PLAN_HISTORY sets
+//     another count, for a run by hand: 1000000 takes about 25 s).
 //
 // The batches: one that _flow_batch answers (errors for a breaker), the
 // common one that _flow_commit's fast path does (migration 29), and those
@@ -41,12 +44,26 @@ func TestFlow_EveryStatementFindsItsRowsByKey(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		history int
-	}{{"young", 0}, {"history", 200_000}} {
+	}{{"young", 0}, {"history", planHistory(t)}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			checkFlowPlans(t, c.history)
 		})
 	}
+}
+
+// planHistory is the history's count of finished runs: 200,000, or
+// TENURE_FLOW_PLAN_HISTORY.
+func planHistory(t *testing.T) int {
+	s := os.Getenv("TENURE_FLOW_PLAN_HISTORY")
+	if s == "" {
+		return 200_000
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("TENURE_FLOW_PLAN_HISTORY=%q: want a count of runs", s)
+	}
+	return n
 }
 
 func checkFlowPlans(t *testing.T, history int) {
@@ -66,7 +83,10 @@ func checkFlowPlans(t *testing.T, history int) {
 			INSERT INTO {schema}.runs (id, workflow, input, status, output, started_at, finished_at)
 			SELECT gen_random_uuid(), 'wf', '{}', 'completed', '1', now(), now() FROM generate_series(1, %d);
 			INSERT INTO {schema}.attempts (run_id, step, attempt, activity, status, ended_at, epoch, worker)
-			SELECT id, 1, 1, 'a', 'succeeded', now(), 1, 'w' FROM {schema}.runs`, history))
+			SELECT id, 1, 1, 'a', 'succeeded', now(), 1, 'w' FROM {schema}.runs;
+			INSERT INTO {schema}.throttles (run_id, step, downstream, key, cause, attempt, began_at, ended_at)
+			SELECT id, 1, 'api', '', 'concurrency', 1, now() - interval '1 minute', now() - interval '50 seconds'
+			FROM {schema}.runs TABLESAMPLE BERNOULLI (25)`, history))
 	}
 	exec(`ANALYZE {schema}.runs, {schema}.attempts, {schema}.flow_slots, {schema}.flow_keys, {schema}.downstream_state,
 		{schema}.flow_waiters, {schema}.throttles`)
