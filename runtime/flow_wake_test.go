@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +135,80 @@ func TestFlow_ARunAGiveWakesIsAnnouncedToTheGiver(t *testing.T) {
 	next.release()
 	if _, err := result(t, a); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A worker whose LISTEN found that notices do not arrive (its ListenConfig
+// goes through a transaction pooler) no longer names itself in the notices
+// of the runs its gives wake: no one would hear them, and the woken run
+// would wait for another worker's later claim or the next poll. They are
+// announced to every worker, as a worker that does not listen announces
+// them.
+func TestFlow_AWorkerThatCannotListenAnnouncesItsWakesToAll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pooled, err := pgx.ParseConfig(pgtest.Pgbouncer(t, pgtest.URL(t), "transaction") + "&default_query_exec_mode=simple_protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := flow.New("one-at-a-time", flow.Concurrency(1))
+	first := newGate(e)
+	act := activities.New("call-one", func(ctx context.Context, n int) (int, error) {
+		if n == 0 {
+			first.wait()
+		}
+		return n, nil
+	}, policy.MaxAttempts(1)).Calls(ds, nil)
+	wf := sdk.NewWorkflow("calls-one", func(ctx context.Context, n int) (int, error) {
+		return sdk.Execute(ctx, act, n)
+	})
+	ch := notices(t, e)
+	var log logBuffer
+	cfg := e.config()
+	cfg.Label, cfg.ListenConfig, cfg.Logger = "deaf", pooled, log.logger()
+	cfg.PollInterval = 200 * time.Millisecond // it finds its runs by polling
+	e.worker(cfg, wf)
+	eventually(t, "the worker's warning that its notices do not arrive", func() bool {
+		return strings.Contains(log.String(), "do not arrive")
+	})
+	a, err := sdk.Start(e.ctx, e.client, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first run holding the slot", func() bool { return first.waiting.Load() == 1 })
+	b, err := sdk.Start(e.ctx, e.client, wf, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second run waiting for the slot", func() bool {
+		return fscalar[int](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, b.ID) == 1
+	})
+	for drained := false; !drained; {
+		select {
+		case <-ch:
+		default:
+			drained = true
+		}
+	}
+	first.release()
+	for _, r := range []*sdk.Run[int]{a, b} {
+		if _, err := result(t, r); err != nil {
+			t.Fatalf("run %s: %v", r.ID, err)
+		}
+	}
+	var seen []string
+	for drained := false; !drained; {
+		select {
+		case p := <-ch:
+			seen = append(seen, p)
+		case <-time.After(100 * time.Millisecond):
+			drained = true
+		}
+	}
+	if slices.Contains(seen, "woke:deaf") {
+		t.Fatalf("the woken run was announced to the worker that cannot hear it: %q", seen)
+	}
+	if !slices.Contains(seen, "") {
+		t.Fatalf("the woken run was not announced to every worker: %q", seen)
 	}
 }

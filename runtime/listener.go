@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -42,12 +43,14 @@ func (l *listener) stop() { l.loop.stop() }
 // run listens until ctx ends. It reconnects while the database is
 // unreachable and stops for good when its notices do not arrive (a
 // transaction pooler, see package listener), or does not listen at all with
-// PollOnly: the claim loop's poll finds every run anyway, only later.
+// PollOnly: the claim loop's poll finds every run anyway, only later. Once
+// it has stopped for good, the runs the worker's gives wake are announced
+// to every worker, no longer to this one alone (store.NoWakeTarget).
 func (l *listener) run(ctx context.Context) {
 	if l.cfg.PollOnly {
 		return
 	}
-	_ = pglisten.Run(ctx, pglisten.Config{
+	err := pglisten.Run(ctx, pglisten.Config{
 		Channel: l.store.RunsChannel(),
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			if l.cfg.ListenConfig != nil {
@@ -68,6 +71,9 @@ func (l *listener) run(ctx context.Context) {
 			"or set runtime.Config.PollOnly to poll without listening (docs/operations.md, Connection poolers).",
 		Attrs: []any{"worker", l.cfg.Label},
 	})
+	if errors.Is(err, pglisten.ErrNotDelivered) {
+		l.store.NoWakeTarget()
+	}
 }
 
 // listening is called each time the worker's LISTEN takes effect: what was

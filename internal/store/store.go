@@ -89,6 +89,22 @@ func WithWakeTarget(label string) Option {
 	return func(o *options) { o.wakeFor = label }
 }
 
+// NoWakeTarget makes the runs this Store's gives wake announced to every
+// worker from now on, as without WithWakeTarget: the worker it named no
+// longer listens (its LISTEN found that notices do not arrive, behind a
+// transaction pooler), and a notice naming it would reach no one, leaving
+// its woken runs to the other workers' later claims or to the next poll.
+func (s *Store) NoWakeTarget() { s.wakeFor.Store(nil) }
+
+// wakeTarget is the label the runs this Store's gives wake are announced
+// to; "": every worker.
+func (s *Store) wakeTarget() string {
+	if p := s.wakeFor.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // WithBuild names the build of the worker whose statements the Store runs
 // (runtime.Config.BuildID): its writes record it on the runs it claims
 // first and on the steps they write (schema version 18). It must match
@@ -138,8 +154,8 @@ type Store struct {
 	schema string
 	build  string // "" : none
 	// wakeFor is the worker the runs its gives wake are announced to
-	// (WithWakeTarget); "": every worker.
-	wakeFor string
+	// (WithWakeTarget); nil or "": every worker. NoWakeTarget clears it.
+	wakeFor atomic.Pointer[string]
 
 	mu      sync.Mutex
 	checked bool
@@ -166,7 +182,11 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, schema: o.schema, build: o.build, wakeFor: o.wakeFor}, nil
+	s := &Store{pool: pool, schema: o.schema, build: o.build}
+	if o.wakeFor != "" {
+		s.wakeFor.Store(&o.wakeFor)
+	}
+	return s, nil
 }
 
 // Pool returns the pool the store runs on.
