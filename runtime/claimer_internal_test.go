@@ -1,8 +1,13 @@
 package runtime
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/store"
 )
 
 // A backlog of parked runs costs one timer per wakeBucket of the time
@@ -84,5 +89,40 @@ func TestListener_AWokenRunIsTheGiversToClaimFirst(t *testing.T) {
 	c.mu.Unlock()
 	if armed {
 		t.Fatal("a notice of a run this worker woke set the timer for others' wakes")
+	}
+}
+
+// The runs a worker's gives wake are announced to it alone only while its
+// LISTEN hears notices: from the listener's Delivering until it is Lost
+// (or stops, for good behind a transaction pooler or at shutdown), and
+// never for a label too long for a notice.
+func TestListener_NamesItselfOnlyWhileItHears(t *testing.T) {
+	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/unused") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st, err := store.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &listener{cfg: &Config{Label: "me"}, store: st}
+	if got := st.WakeTarget(); got != "" {
+		t.Fatalf("before the LISTEN hears anything, wakes are announced to %q, want every worker", got)
+	}
+	l.delivering()
+	if got := st.WakeTarget(); got != "me" {
+		t.Fatalf("while it hears, wakes are announced to %q, want me", got)
+	}
+	l.lost()
+	if got := st.WakeTarget(); got != "" {
+		t.Fatalf("once lost, wakes are announced to %q, want every worker", got)
+	}
+	l.delivering()
+	l.cfg = &Config{Label: strings.Repeat("x", maxWakeLabel+1)}
+	l.lost()
+	l.delivering()
+	if got := st.WakeTarget(); got != "" {
+		t.Fatalf("a label of %d bytes is named in wakes (%d bytes), want every worker", maxWakeLabel+1, len(got))
 	}
 }

@@ -100,25 +100,16 @@ func (f *flows) declareHolds(ctx context.Context, name string, limits flow.Limit
 		decl = &declaration{limits: limits} // try again
 		f.declared[name] = decl
 	}
+	f.mu.Unlock()
 	// The same declaration's limits compare equal (the same pointers) at
 	// once: every step of a limited activity comes here, and formatting
 	// both sides cost about 4 µs a step. Other limits are logged once, not
 	// at every step that declares them.
-	var applied, ignored string
 	if decl.limits != limits {
-		if applied, ignored = decl.limits.String(), limits.String(); applied != ignored && !decl.warned[ignored] {
-			if decl.warned == nil {
-				decl.warned = map[string]bool{}
-			}
-			decl.warned[ignored] = true
-		} else {
-			ignored = ""
+		if applied, ignored := decl.limits.String(), limits.String(); applied != ignored && f.firstOf(decl, ignored) {
+			f.log.Warn("tenure: two downstreams of one name declare different limits; the first declared applies",
+				"downstream", name, "applied", applied, "ignored", ignored)
 		}
-	}
-	f.mu.Unlock()
-	if ignored != "" {
-		f.log.Warn("tenure: two downstreams of one name declare different limits; the first declared applies",
-			"downstream", name, "applied", applied, "ignored", ignored)
 	}
 	decl.once.Do(func() {
 		b, err := json.Marshal(decl.limits)
@@ -134,6 +125,21 @@ func (f *flows) declareHolds(ctx context.Context, name string, limits flow.Limit
 		}
 	})
 	return decl.err
+}
+
+// firstOf reports whether the limits ignored (as formatted) are declared
+// under decl's name for the first time, and remembers them.
+func (f *flows) firstOf(decl *declaration, ignored string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if decl.warned[ignored] {
+		return false
+	}
+	if decl.warned == nil {
+		decl.warned = map[string]bool{}
+	}
+	decl.warned[ignored] = true
+	return true
 }
 
 // watch has the sweep cover name from now on, declared or not.

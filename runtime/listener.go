@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -43,14 +42,13 @@ func (l *listener) stop() { l.loop.stop() }
 // run listens until ctx ends. It reconnects while the database is
 // unreachable and stops for good when its notices do not arrive (a
 // transaction pooler, see package listener), or does not listen at all with
-// PollOnly: the claim loop's poll finds every run anyway, only later. Once
-// it has stopped for good, the runs the worker's gives wake are announced
-// to every worker, no longer to this one alone (store.NoWakeTarget).
+// PollOnly: the claim loop's poll finds every run anyway, only later.
 func (l *listener) run(ctx context.Context) {
 	if l.cfg.PollOnly {
 		return
 	}
-	err := pglisten.Run(ctx, pglisten.Config{
+	defer l.lost() // stopped: at shutdown, or for good when notices do not arrive
+	_ = pglisten.Run(ctx, pglisten.Config{
 		Channel: l.store.RunsChannel(),
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			if l.cfg.ListenConfig != nil {
@@ -58,22 +56,21 @@ func (l *listener) run(ctx context.Context) {
 			}
 			return l.connect(ctx)
 		},
-		Send:      l.store.Notify,
-		Dropped:   l.store.Dropped,
-		Listening: l.listening,
-		Notify:    l.notified,
-		Retry:     l.cfg.PollInterval,
-		Timeout:   l.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
-		Logger:    l.cfg.Logger,
-		What:      "run notifications",
-		Meanwhile: fmt.Sprintf("polling every %s", l.cfg.PollInterval),
+		Send:       l.store.Notify,
+		Dropped:    l.store.Dropped,
+		Listening:  l.listening,
+		Delivering: l.delivering,
+		Lost:       l.lost,
+		Notify:     l.notified,
+		Retry:      l.cfg.PollInterval,
+		Timeout:    l.cfg.StatementTimeout, // connecting and LISTEN; the wait for notices has none
+		Logger:     l.cfg.Logger,
+		What:       "run notifications",
+		Meanwhile:  fmt.Sprintf("polling every %s", l.cfg.PollInterval),
 		Fix: "Give the worker a direct connection to PostgreSQL for LISTEN (runtime.Config.ListenConfig), " +
 			"or set runtime.Config.PollOnly to poll without listening (docs/operations.md, Connection poolers).",
 		Attrs: []any{"worker", l.cfg.Label},
 	})
-	if errors.Is(err, pglisten.ErrNotDelivered) {
-		l.store.NoWakeTarget()
-	}
 }
 
 // listening is called each time the worker's LISTEN takes effect: what was
@@ -85,6 +82,24 @@ func (l *listener) listening() {
 	l.claims.cancelsDue.Store(true)
 	l.claims.signal()
 }
+
+// delivering is called once the worker's LISTEN is known to hear the
+// notices sent on the runs channel (and again after each reconnection):
+// from now on the runs its gives of capacity wake are announced to it
+// alone, as 'woke:<label>' (store.SetWakeTarget), when its label fits in a
+// notice. Before, and whenever it does not listen (lost, or found behind a
+// transaction pooler), they are announced to every worker: a notice naming
+// it would reach no one, and the woken runs would wait for the others'
+// later claims or for the next poll.
+func (l *listener) delivering() {
+	if len(l.cfg.Label) <= maxWakeLabel {
+		l.store.SetWakeTarget(l.cfg.Label)
+	}
+}
+
+// lost is called when the worker's LISTEN stops hearing notices, until it
+// listens again: the runs its gives wake are announced to every worker.
+func (l *listener) lost() { l.store.SetWakeTarget("") }
 
 // notified handles a notice on the runs channel: a run to claim (any
 // payload), a wake to apply ("wake", a signal sent), the Cancel of a run

@@ -130,11 +130,9 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []store.Option{store.WithSchema(cfg.Schema), store.WithBuild(cfg.BuildID)}
-	if !cfg.PollOnly && len(cfg.Label) <= maxWakeLabel { // the runs its gives wake announced to it: it listens
-		opts = append(opts, store.WithWakeTarget(cfg.Label))
-	}
-	st, err := store.New(pool, opts...)
+	// The runs its gives wake are announced to it while its LISTEN hears
+	// them (listener.delivering).
+	st, err := store.New(pool, store.WithSchema(cfg.Schema), store.WithBuild(cfg.BuildID))
 	if err != nil {
 		return nil, err
 	}

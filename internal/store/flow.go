@@ -152,7 +152,7 @@ func (f *flowParts) queue(s *Store, b *pgx.Batch) {
 		f.takeRuns, f.takeEpochs, f.takeSteps, f.takeAttempts, f.takeDownstreams, f.takeKeys, f.takeRetries, f.takePolicies, f.by, f.again, f.giveSlots,
 		f.giveSteps, f.giveAttempts}
 	args = append(args, f.fastArgs()...)
-	args = append(args, s.wakeTarget()) // $29: the worker the runs its gives wake are announced to
+	args = append(args, s.WakeTarget()) // $29: the worker the runs its gives wake are announced to
 	if f.givesAgain {
 		b.Queue(s.sql(sqlFlowAgain), args...)
 		return

@@ -29,7 +29,7 @@ import (
 //     row of the batch: a slot = ANY and a top slot left as filters, a
 //     give's holder looked up by the key alone);
 //   - history: 200,000 finished runs and their attempts, and a wait ended
-//     on the downstream for every fourth of them, analyzed with the flow
+//     on the downstream for about a quarter of them, analyzed with the flow
 //     tables as they are before the batch (TENURE_FLOW_PLAN_HISTORY sets
 //     another count, for a run by hand: 1000000 takes about 25 s).
 //
@@ -61,7 +61,7 @@ func planHistory(t *testing.T) int {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		t.Fatalf("TENURE_FLOW_PLAN_HISTORY=%q: want a count of runs", s)
+		t.Fatalf("TENURE_FLOW_PLAN_HISTORY=%q: want a count of runs, at least 1", s)
 	}
 	return n
 }

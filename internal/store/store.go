@@ -67,42 +67,14 @@ type Batcher interface {
 type Option func(*options)
 
 type options struct {
-	schema  string
-	build   string
-	wakeFor string
+	schema string
+	build  string
 }
 
 // WithSchema puts Tenure's tables in the named schema instead of DefaultSchema.
 // The name must be a lower-case SQL identifier (letters, digits, underscore).
 func WithSchema(name string) Option {
 	return func(o *options) { o.schema = name }
-}
-
-// WithWakeTarget names the worker whose statements the Store runs, as its
-// LISTEN on RunsChannel knows it (runtime.Config.Label): the runs its gives
-// of capacity wake on _flow_commit's fast path are announced to it alone
-// ('woke:<label>'), and it claims them at once, while the other workers
-// claim a moment later for what it does not take (schema version 29).
-// Without it (a worker that does not listen) they are announced to every
-// worker, as the wakes of _flow_batch and of the sweep always are.
-func WithWakeTarget(label string) Option {
-	return func(o *options) { o.wakeFor = label }
-}
-
-// NoWakeTarget makes the runs this Store's gives wake announced to every
-// worker from now on, as without WithWakeTarget: the worker it named no
-// longer listens (its LISTEN found that notices do not arrive, behind a
-// transaction pooler), and a notice naming it would reach no one, leaving
-// its woken runs to the other workers' later claims or to the next poll.
-func (s *Store) NoWakeTarget() { s.wakeFor.Store(nil) }
-
-// wakeTarget is the label the runs this Store's gives wake are announced
-// to; "": every worker.
-func (s *Store) wakeTarget() string {
-	if p := s.wakeFor.Load(); p != nil {
-		return *p
-	}
-	return ""
 }
 
 // WithBuild names the build of the worker whose statements the Store runs
@@ -154,7 +126,7 @@ type Store struct {
 	schema string
 	build  string // "" : none
 	// wakeFor is the worker the runs its gives wake are announced to
-	// (WithWakeTarget); nil or "": every worker. NoWakeTarget clears it.
+	// (SetWakeTarget); nil or "": every worker.
 	wakeFor atomic.Pointer[string]
 
 	mu      sync.Mutex
@@ -182,11 +154,35 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: o.schema, build: o.build}
-	if o.wakeFor != "" {
-		s.wakeFor.Store(&o.wakeFor)
+	return &Store{pool: pool, schema: o.schema, build: o.build}, nil
+}
+
+// SetWakeTarget names the worker whose statements the Store runs, as its
+// LISTEN on RunsChannel knows it (runtime.Config.Label), while that
+// LISTEN hears its notices: the runs its gives of capacity wake on
+// _flow_commit's fast path are announced to it alone ('woke:<label>'),
+// and it claims them at once, while the other workers claim a moment
+// later for what it does not take (schema version 29). "" (the default)
+// announces them to every worker, as the wakes of _flow_batch and of the
+// sweep always are: for a worker that does not listen, or not now (its
+// LISTEN lost, or found behind a transaction pooler), a notice naming it
+// would reach no one, and its woken runs would wait for the other
+// workers' later claims or for the next poll.
+func (s *Store) SetWakeTarget(label string) {
+	if label == "" {
+		s.wakeFor.Store(nil)
+		return
 	}
-	return s, nil
+	s.wakeFor.Store(&label)
+}
+
+// WakeTarget is the label the runs this Store's gives wake are announced
+// to (SetWakeTarget); "": every worker.
+func (s *Store) WakeTarget() string {
+	if p := s.wakeFor.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Pool returns the pool the store runs on.
