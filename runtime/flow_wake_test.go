@@ -71,6 +71,26 @@ func awaitNotice(t *testing.T, ch <-chan string, want string) []string {
 	}
 }
 
+// holdThenWait starts wf's run 0, which holds the downstream's one slot
+// until first opens, then run 1, and returns them once run 1 waits for
+// the slot.
+func holdThenWait(t *testing.T, e *env, wf *sdk.Workflow[int, int], first *gate) (a, b *sdk.Run[int]) {
+	t.Helper()
+	a, err := sdk.Start(e.ctx, e.client, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first run holding the slot", func() bool { return first.waiting.Load() == 1 })
+	b, err = sdk.Start(e.ctx, e.client, wf, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second run waiting for the slot", func() bool {
+		return fscalar[int](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, b.ID) == 1
+	})
+	return a, b
+}
+
 // A run woken by a give of capacity on the fast path is announced to the
 // worker whose attempt gave it ("woke:<label>"), not to every worker:
 // under a limit that binds, every worker's claimer answered every release.
@@ -106,18 +126,7 @@ func TestFlow_ARunAGiveWakesIsAnnouncedToTheGiver(t *testing.T) {
 		cfg.Label, cfg.Concurrency, cfg.PollInterval = label, 1, time.Minute // no poll: only notices claim
 		e.worker(cfg, wf)
 	}
-	a, err := sdk.Start(e.ctx, e.client, wf, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the first run holding the slot", func() bool { return first.waiting.Load() == 1 })
-	b, err := sdk.Start(e.ctx, e.client, wf, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the second run waiting for the slot", func() bool {
-		return fscalar[int](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, b.ID) == 1
-	})
+	a, b := holdThenWait(t, e, wf, first)
 	giver := fscalar[string](e, `SELECT worker FROM {schema}.attempts WHERE run_id = $1 AND step = 1`, a.ID)
 	first.release()
 	if seen := awaitNotice(t, ch, "woke:"+giver); len(seen) > 0 {
@@ -171,18 +180,7 @@ func TestFlow_AWorkerThatCannotListenAnnouncesItsWakesToAll(t *testing.T) {
 	eventually(t, "the worker's warning that its notices do not arrive", func() bool {
 		return strings.Contains(log.String(), "do not arrive")
 	})
-	a, err := sdk.Start(e.ctx, e.client, wf, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the first run holding the slot", func() bool { return first.waiting.Load() == 1 })
-	b, err := sdk.Start(e.ctx, e.client, wf, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the second run waiting for the slot", func() bool {
-		return fscalar[int](e, `SELECT count(*) FROM {schema}.flow_waiters WHERE run_id = $1`, b.ID) == 1
-	})
+	a, b := holdThenWait(t, e, wf, first)
 	for drained := false; !drained; {
 		select {
 		case <-ch:
