@@ -83,6 +83,11 @@ func (l *listener) listening() {
 	l.claims.signal()
 }
 
+// maxWakeLabel is the longest label a worker's wake notices name
+// ('woke:<label>'; PostgreSQL's payload limit is 8000 bytes): a worker of a
+// longer label has the runs its gives wake announced to every worker.
+const maxWakeLabel = 1000
+
 // delivering is called once the worker's LISTEN is known to hear the
 // notices sent on the runs channel (and again after each reconnection):
 // from now on the runs its gives of capacity wake are announced to it

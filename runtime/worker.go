@@ -113,11 +113,6 @@ type Worker struct {
 	serving atomic.Bool  // between the start of Run and its return
 }
 
-// maxWakeLabel is the longest label a worker's wake notices name
-// ('woke:<label>'; PostgreSQL's payload limit is 8000 bytes): a worker of a
-// longer label has the runs its gives wake announced to every worker.
-const maxWakeLabel = 1000
-
 // NewWorker returns a worker on pool, or the configuration error: a nil
 // pool, an invalid schema name, an out-of-range duration or count, a bad
 // default policy. It sends nothing to the database: Run and Start check the
