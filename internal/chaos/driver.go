@@ -59,6 +59,8 @@ type summary struct {
 	fencedLog    int      // of which a write refused by fencing
 	exitStats    runtime.Stats
 	graceful     int // workers that printed their exit stats
+	// evidence describes the runs the first violations name (evidence).
+	evidence string
 	// stops lists, per worker label, when its process was killed, frozen
 	// or found dead, on the database's clock (invariant.FlowOptions).
 	stops map[string][]time.Time
@@ -362,6 +364,9 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 		return nil, err
 	}
 	sum.report = rep
+	if !rep.OK() {
+		sum.evidence = evidence(ctx, pool, cfg.Schema, rep.Violations, all)
+	}
 	return sum, nil
 }
 
@@ -516,6 +521,7 @@ func (s *summary) write(w io.Writer) {
 	for _, c := range s.crashes {
 		fmt.Fprintln(w, "CRASH", c)
 	}
+	fmt.Fprint(w, s.evidence)
 	if s.ok() {
 		fmt.Fprintln(w, "RESULT: all invariants hold")
 	} else {

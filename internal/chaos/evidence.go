@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenurehq/tenure/internal/chaos/fleet"
+	"github.com/tenurehq/tenure/internal/chaos/invariant"
+)
+
+// What evidence gathers at most: a violation found in CI cannot be looked
+// at again (its schema is dropped, its worker processes are gone), so the
+// summary carries what a person needs to tell what happened to the run.
+const (
+	evidenceRuns  = 3  // runs described
+	evidenceLines = 80 // worker log lines per run
+)
+
+// evidence describes the first runs the violations name: their row, their
+// steps and attempts as the database holds them, and every line of every
+// worker's log that names them, in each worker's order.
+func evidence(ctx context.Context, pool *pgxpool.Pool, schema string, vs []invariant.Violation, workers []*fleet.Worker) string {
+	var b strings.Builder
+	seen := map[uuid.UUID]bool{}
+	for _, v := range vs {
+		if seen[v.RunID] || len(seen) == evidenceRuns {
+			continue
+		}
+		seen[v.RunID] = true
+		fmt.Fprintf(&b, "EVIDENCE run %s\n", v.RunID)
+		if err := describeRun(ctx, pool, schema, v.RunID, &b); err != nil {
+			fmt.Fprintf(&b, "  (the database could not describe it: %v)\n", err)
+		}
+		id, n := v.RunID.String(), 0
+		for _, w := range workers {
+			for _, l := range w.Log() {
+				if !strings.Contains(l, id) {
+					continue
+				}
+				if n++; n <= evidenceLines {
+					fmt.Fprintf(&b, "  log %s: %s\n", w.Label, l)
+				}
+			}
+		}
+		if n > evidenceLines {
+			fmt.Fprintf(&b, "  (%d more log lines)\n", n-evidenceLines)
+		}
+	}
+	return b.String()
+}
+
+// describeRun writes run id's row, steps and attempts.
+func describeRun(ctx context.Context, pool *pgxpool.Pool, schema string, id uuid.UUID, b *strings.Builder) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	var status string
+	var epoch int64
+	if err := pool.QueryRow(ctx, `SELECT status, epoch FROM `+s+`.runs WHERE id = $1`, id).Scan(&status, &epoch); err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "  run: %s, epoch %d\n", status, epoch)
+	rows, err := pool.Query(ctx, `
+		SELECT step, kind, activity, status, budget_from FROM `+s+`.steps WHERE run_id = $1 ORDER BY step`, id)
+	if err != nil {
+		return err
+	}
+	var step, budgetFrom int
+	var kind, activity string
+	if _, err := pgx.ForEachRow(rows, []any{&step, &kind, &activity, &status, &budgetFrom}, func() error {
+		fmt.Fprintf(b, "  step %d: %s %s, %s, budget from %d\n", step, kind, activity, status, budgetFrom)
+		return nil
+	}); err != nil {
+		return err
+	}
+	rows, err = pool.Query(ctx, `
+		SELECT step, attempt, status, is_rescue, epoch, coalesce(worker, ''), started_at, coalesce(ended_at, started_at),
+		       coalesce(error_message, '')
+		FROM `+s+`.attempts WHERE run_id = $1 ORDER BY step, attempt`, id)
+	if err != nil {
+		return err
+	}
+	var attempt int
+	var rescue bool
+	var worker, msg string
+	var started, ended time.Time
+	_, err = pgx.ForEachRow(rows, []any{&step, &attempt, &status, &rescue, &epoch, &worker, &started, &ended, &msg}, func() error {
+		fmt.Fprintf(b, "  attempt %d.%d: %s, rescue %v, epoch %d, worker %s, %s to %s %s\n", step, attempt, status, rescue, epoch, worker,
+			started.UTC().Format("15:04:05.000000"), ended.UTC().Format("15:04:05.000000"), msg)
+		return nil
+	})
+	return err
+}
