@@ -341,20 +341,25 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 }
 
 // commitLost is the end of a transactional attempt whose COMMIT lost its
-// connection (err): the activity's writes and the checkpoint committed
-// together, or neither did. The step's record tells which; a retry of an
-// attempt that did commit would apply its writes twice.
+// connection or outlived its wait (err): the activity's writes and the
+// checkpoint committed together, or neither did. The step's record tells
+// which, once the transaction is over: the COMMIT may still be on its way
+// or running on the server, holding the step's row until it ends
+// (SettledStepStatus waits for it). Read at once, the record said running
+// for a step about to complete; the retry that followed was the second
+// attempt of a completed step, recorded and never run, and a run whose
+// every attempt's COMMIT came late failed with its effects committed.
 func (s *stepRun) commitLost(stx *stepTx, out []byte, err error) ([]byte, error) {
 	e := s.e
-	var steps map[int]store.Step
+	var status store.StepStatus
 	if rerr := e.retry(e.w.writes, func(ctx context.Context) error {
 		var err error
-		steps, err = e.w.store.Steps(ctx, e.claim.ID)
+		status, err = e.w.store.SettledStepStatus(ctx, e.claim.ID, s.n)
 		return err
 	}); rerr != nil {
 		return nil, &stop{verdict: abandoned, why: "learn whether a transactional step committed", fault: rerr}
 	}
-	if st := steps[s.n]; st.Status != store.StepCompleted {
+	if status != store.StepCompleted {
 		stx.connLost = true
 		return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 	}

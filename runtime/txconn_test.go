@@ -3,6 +3,9 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,5 +45,67 @@ func TestTx_AFailedAttemptDoesNotTouchItsConnectionOnceReturned(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != sdk.ReasonRetriesExhausted {
 			t.Fatalf("run %s: %v, want retries_exhausted (a refusal, not a lost connection)", run.ID, err)
 		}
+	}
+}
+
+// A transactional step's COMMIT that outlives the worker's wait for it (the
+// server slow to commit, the worker's process paused) is not taken for a
+// rollback: the worker learns the step's outcome only once that COMMIT is
+// over. It read the step's record at once, found it still running (the
+// COMMIT not yet visible), retried the step, and the retry's start, after
+// the COMMIT landed, recorded a second attempt on a completed step (the
+// chaos test saw it as "completed with 1 succeeded attempts, last
+// succeeded: false").
+func TestTx_ACommitThatOutlivesItsWaitIsNotTakenForARollback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// The COMMIT runs a deferred trigger that sleeps: the server commits
+	// a second after the worker stopped waiting (its StatementTimeout).
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`
+		CREATE TABLE %[1]s.orders (n int);
+		CREATE FUNCTION %[1]s.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		DECLARE
+			done timestamptz := clock_timestamp() + interval '1 second';
+		BEGIN
+			LOOP
+				BEGIN
+					PERFORM pg_sleep(greatest(extract(epoch FROM done - clock_timestamp()), 0));
+					RETURN NULL;
+				EXCEPTION WHEN query_canceled THEN
+					-- pgx's cancel request, once the worker stopped
+					-- waiting: this COMMIT is past it (as one whose WAL
+					-- flush is under way is), and goes on
+				END;
+			END LOOP;
+		END $$;
+		CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON %[1]s.orders
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %[1]s.slow_commit()`, e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	record := activities.NewTx("record-order", func(ctx context.Context, tx pgx.Tx, x in) (int, error) {
+		calls.Add(1)
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.orders VALUES ($1)`, e.schema), x.N)
+		return x.N, err
+	}, policy.MaxAttempts(3), policy.Constant(10*time.Millisecond), policy.Jitter(policy.NoJitter))
+	wf := oneStep(record)
+	cfg := e.config()
+	cfg.StatementTimeout = 300 * time.Millisecond
+	w := e.worker(cfg, wf)
+	run, err := sdk.Start(e.ctx, e.client, wf, in{N: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, run); err != nil || out != 7 {
+		t.Fatalf("Result = %d, %v; attempts %v", out, err, e.statuses(run.ID))
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:succeeded"}) {
+		t.Fatalf("attempts = %v, want the one that committed", got)
+	}
+	if n := scalar[int](e, fmt.Sprintf(`SELECT count(*) FROM %s.orders`, e.schema)); n != 1 || calls.Load() != 1 {
+		t.Fatalf("%d order rows, %d calls: want the one committed call", n, calls.Load())
+	}
+	if n := w.Stats().LeasesLost; n != 0 {
+		t.Fatalf("%d leases lost: the worker took its own step's commit for another's", n)
 	}
 }

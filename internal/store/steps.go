@@ -113,6 +113,29 @@ func (s *Store) Steps(ctx context.Context, runID uuid.UUID) (map[int]Step, error
 	return out, s.wrap("load steps", err)
 }
 
+// SettledStepStatus returns the status of step n of run id once no
+// transaction is still writing the step: it waits for the lock that a
+// checkpoint not yet committed holds on the step's row. A transactional
+// step whose COMMIT its worker stopped waiting for (a timeout, a lost
+// connection) may still be committing on the server: the COMMIT was sent,
+// or is held up on its way (a slow server, a paused process, a congested
+// network), and a read that does not wait sees the step still running
+// while it is about to complete. Once the lock is free, the transaction
+// has committed or rolled back for good, and the status says which. A step
+// with no row has the empty status.
+func (s *Store) SettledStepStatus(ctx context.Context, id uuid.UUID, n int) (StepStatus, error) {
+	var st StepStatus
+	err := s.query(ctx, s.pool, planHot, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&st); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}, s.sql(`SELECT status FROM {schema}.steps WHERE run_id = $1 AND step = $2 FOR SHARE`), uuidArg(id), n)
+	return st, s.wrap("read a step's settled status", err)
+}
+
 // LostAttempt is an attempt that was running when its worker's lease expired.
 type LostAttempt struct {
 	Step      int
