@@ -242,6 +242,17 @@ func (s *stepRun) interrupted(ctx context.Context, a attempt, stx *stepTx, callE
 		a.fail = failure{reason: sdk.ReasonCancelled, msg: msg, typ: typeName(callErr), cause: sdk.ErrCancelled}
 		return a, true
 	}
+	if stx != nil && stx.unanswered && context.Cause(e.ctx) == nil {
+		// The activity returned, and the database did not answer its
+		// checkpoint or COMMIT within StatementTimeout (a server slow to
+		// commit: I/O, a synchronous standby behind): nothing committed,
+		// and the fault is the database's. Charged to no budget, as below.
+		e.log.Warn("tenure: the database did not commit a transactional step within StatementTimeout; handing the run back", "step", s.n,
+			"statement_timeout", e.w.cfg.StatementTimeout, "error", callErr)
+		a.verdict, a.delay, a.why = handedBack, e.w.cfg.PollInterval, "the database did not commit a transactional step in time"
+		a.end = store.AttemptEnd{Status: record.AttemptInterrupted, ErrorMessage: "the database did not commit the step's transaction within StatementTimeout: " + callErr.Error(), ErrorType: typeName(callErr)}
+		return a, true
+	}
 	if stx != nil && stx.connLost && context.Cause(e.ctx) == nil &&
 		!errors.Is(callErr, context.DeadlineExceeded) && !errors.Is(callErr, context.Canceled) {
 		// (pgx closes a connection whose query outlived its context: that
@@ -326,6 +337,9 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 	defer cancel()
 	res, err := e.w.store.Commit(cctx, tx, []store.Write{{Lease: e.lease, StepDone: &store.StepDone{Step: s.n, Attempt: s.attempt, Output: out}}})
 	if err != nil {
+		// Unanswered, the checkpoint's connection is closed, and the
+		// transaction with it: no COMMIT was sent.
+		stx.unanswered = sqlState(err) == "" && errors.Is(err, context.DeadlineExceeded) && actx.Err() == nil
 		return nil, fmt.Errorf("checkpoint in step transaction: %w", err)
 	}
 	if res[0].Err != nil {
@@ -335,7 +349,10 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 		if sqlState(err) != "" {
 			return nil, fmt.Errorf("commit step transaction: %w", err)
 		}
-		return s.commitLost(stx, out, err)
+		// Whose deadline passed: StatementTimeout's (the database's
+		// slowness), or the activity's own.
+		slow := errors.Is(err, context.DeadlineExceeded) && actx.Err() == nil
+		return s.commitLost(stx, out, err, slow)
 	}
 	return out, nil
 }
@@ -346,10 +363,11 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 // which, once the transaction is over: the COMMIT may still be on its way
 // or running on the server, holding the step's row until it ends
 // (SettledStepStatus waits for it). Read at once, the record said running
-// for a step about to complete; the retry that followed was the second
-// attempt of a completed step, recorded and never run, and a run whose
-// every attempt's COMMIT came late failed with its effects committed.
-func (s *stepRun) commitLost(stx *stepTx, out []byte, err error) ([]byte, error) {
+// for a step about to complete, and the retry that followed was the second
+// attempt of a completed step, recorded and never run. slow says that the
+// COMMIT outlived StatementTimeout, not the activity's own deadline: when
+// it did not commit, the fault is the database's (stepTx.unanswered).
+func (s *stepRun) commitLost(stx *stepTx, out []byte, err error, slow bool) ([]byte, error) {
 	e := s.e
 	var status store.StepStatus
 	if rerr := e.retry(e.w.writes, func(ctx context.Context) error {
@@ -360,7 +378,7 @@ func (s *stepRun) commitLost(stx *stepTx, out []byte, err error) ([]byte, error)
 		return nil, &stop{verdict: abandoned, why: "learn whether a transactional step committed", fault: rerr}
 	}
 	if status != store.StepCompleted {
-		stx.connLost = true
+		stx.connLost, stx.unanswered = true, slow
 		return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 	}
 	e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)

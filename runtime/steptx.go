@@ -24,6 +24,10 @@ type stepTx struct {
 	// network cut), noted by end, or by a COMMIT that lost it and did not
 	// commit.
 	connLost bool
+	// unanswered: the database did not answer the step's checkpoint or its
+	// COMMIT within StatementTimeout, while the activity's own deadline had
+	// not passed, and the transaction did not commit (invokeTx).
+	unanswered bool
 }
 
 // begin begins the transaction, each try within timeout. The attempt is

@@ -109,3 +109,48 @@ func TestTx_ACommitThatOutlivesItsWaitIsNotTakenForARollback(t *testing.T) {
 		t.Fatalf("%d leases lost: the worker took its own step's commit for another's", n)
 	}
 }
+
+// A transactional step whose checkpoint the database does not commit within
+// StatementTimeout (a server slow to commit: I/O, a synchronous standby
+// behind) rolls back, and that is the database's fault, not the
+// activity's: the attempt is recorded interrupted and charged to no budget,
+// as one whose connection was lost. It was charged as the activity's error:
+// with MaxAttempts 1, the run failed retries_exhausted.
+func TestTx_ACommitTheDatabaseIsTooSlowForIsChargedToNoBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// The first order's COMMIT sleeps in a deferred trigger until pgx's
+	// cancel request, sent when the worker stops waiting, ends it: the
+	// transaction rolls back.
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf(`
+		CREATE TABLE %[1]s.orders (n int);
+		CREATE FUNCTION %[1]s.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(10); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON %[1]s.orders
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.n = 1) EXECUTE FUNCTION %[1]s.slow_commit()`, e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	record := activities.NewTx("record-order", func(ctx context.Context, tx pgx.Tx, x in) (int, error) {
+		n := calls.Add(1)
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.orders VALUES ($1)`, e.schema), n)
+		return int(n), err
+	}, policy.MaxAttempts(1))
+	wf := oneStep(record)
+	cfg := e.config()
+	cfg.StatementTimeout = 300 * time.Millisecond
+	e.worker(cfg, wf)
+	run, err := sdk.Start(e.ctx, e.client, wf, in{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, run); err != nil || out != 2 {
+		t.Fatalf("Result = %d, %v; attempts %v", out, err, e.statuses(run.ID))
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:interrupted", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v, want the unanswered one interrupted", got)
+	}
+	if n := scalar[int](e, fmt.Sprintf(`SELECT count(*) FROM %s.orders`, e.schema)); n != 1 {
+		t.Fatalf("%d order rows, want the second call's only", n)
+	}
+}
