@@ -242,11 +242,16 @@ func (s *stepRun) interrupted(ctx context.Context, a attempt, stx *stepTx, callE
 		a.fail = failure{reason: sdk.ReasonCancelled, msg: msg, typ: typeName(callErr), cause: sdk.ErrCancelled}
 		return a, true
 	}
-	if stx != nil && stx.unanswered && context.Cause(e.ctx) == nil {
+	if stx != nil && stx.unanswered && !s.afterInterrupted && context.Cause(e.ctx) == nil {
 		// The activity returned, and the database did not answer its
 		// checkpoint or COMMIT within StatementTimeout (a server slow to
-		// commit: I/O, a synchronous standby behind): nothing committed,
-		// and the fault is the database's. Charged to no budget, as below.
+		// commit: I/O, a checkpoint's flush): nothing committed, and the
+		// fault is the database's. Charged to no budget, as below; but not
+		// twice in a row: a COMMIT that is always slower than
+		// StatementTimeout (the activity's own deferred triggers, say) is
+		// the attempt's to answer for, and every second such attempt is
+		// charged as the error it is, so that the step's budget still ends
+		// it.
 		e.log.Warn("tenure: the database did not commit a transactional step within StatementTimeout; handing the run back", "step", s.n,
 			"statement_timeout", e.w.cfg.StatementTimeout, "error", callErr)
 		a.verdict, a.delay, a.why = handedBack, e.w.cfg.PollInterval, "the database did not commit a transactional step in time"
@@ -350,7 +355,9 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 			return nil, fmt.Errorf("commit step transaction: %w", err)
 		}
 		// Whose deadline passed: StatementTimeout's (the database's
-		// slowness), or the activity's own.
+		// slowness), or the activity's own (cctx is derived from actx; a
+		// deadline of the activity's a moment after StatementTimeout's
+		// counts as the database's).
 		slow := errors.Is(err, context.DeadlineExceeded) && actx.Err() == nil
 		return s.commitLost(stx, out, err, slow)
 	}
@@ -369,18 +376,28 @@ func (s *stepRun) invokeTx(actx context.Context, stx *stepTx) ([]byte, error) {
 // it did not commit, the fault is the database's (stepTx.unanswered).
 func (s *stepRun) commitLost(stx *stepTx, out []byte, err error, slow bool) ([]byte, error) {
 	e := s.e
-	var status store.StepStatus
-	if rerr := e.retry(e.w.writes, func(ctx context.Context) error {
-		var err error
-		status, err = e.w.store.SettledStepStatus(ctx, e.claim.ID, s.n)
-		return err
-	}); rerr != nil {
+	// The wait for the COMMIT is bounded by the lease, not by the write
+	// path's per-try deadline: a COMMIT a few seconds late is not a write
+	// path that fails (its errors and Health). Only a read that fails
+	// otherwise goes on to the write path's retries.
+	wctx, cancel := context.WithTimeout(e.writeCtx(), max(e.leaseLeft(), e.w.cfg.StatementTimeout))
+	status, rerr := e.w.store.SettledStepStatus(wctx, e.claim.ID, s.n)
+	cancel()
+	if rerr != nil {
+		rerr = e.retry(e.w.writes, func(ctx context.Context) error {
+			var err error
+			status, err = e.w.store.SettledStepStatus(ctx, e.claim.ID, s.n)
+			return err
+		})
+	}
+	if rerr != nil {
 		return nil, &stop{verdict: abandoned, why: "learn whether a transactional step committed", fault: rerr}
 	}
 	if status != store.StepCompleted {
 		stx.connLost, stx.unanswered = true, slow
 		return nil, fmt.Errorf("commit step transaction (it did not commit): %w", err)
 	}
-	e.log.Warn("tenure: transactional step's COMMIT lost its connection; the step is recorded committed", "step", s.n, "error", err)
+	e.log.Warn("tenure: a transactional step's COMMIT went unanswered (a lost connection, or StatementTimeout); the step is recorded committed",
+		"step", s.n, "error", err)
 	return out, nil
 }

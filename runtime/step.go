@@ -102,6 +102,10 @@ type stepRun struct {
 	lastDelay  time.Duration
 	prev       TraceRef // the span of the previous attempt, for links
 	retrying   bool     // the next attempt follows an error: a retry, for a downstream's retry budget
+	// afterInterrupted: the next attempt follows one recorded interrupted
+	// (an interruption hands the run back, so only a segment's first
+	// attempt can); an unanswered COMMIT is then charged (interrupted).
+	afterInterrupted bool
 }
 
 // errRetry tells the attempt loop to go round again; errUnwind, that the
@@ -125,6 +129,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	s.retrying = !rescue && s.afterError()
+	s.afterInterrupted = s.prior.LastAttempt > s.prior.BudgetFrom && s.prior.LastStatus == record.AttemptInterrupted
 	// After an error (a suspended retry, or a restart during its delay) the
 	// next attempt is due: Decide already granted it, possibly under an error
 	// rule's larger budget, which only the error itself could tell again.
@@ -146,7 +151,7 @@ func (s *stepRun) run(ctx context.Context) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		rescue, s.retrying = false, true
+		rescue, s.retrying, s.afterInterrupted = false, true, false
 	}
 }
 

@@ -365,7 +365,9 @@ func runChaos(ctx context.Context, cfg config) (*summary, error) {
 	}
 	sum.report = rep
 	if !rep.OK() {
-		sum.evidence = evidence(ctx, pool, cfg.Schema, rep.Violations, all)
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		sum.evidence = evidence(ectx, pool, cfg.Schema, rep.Violations, all)
+		cancel()
 	}
 	return sum, nil
 }

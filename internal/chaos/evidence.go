@@ -29,8 +29,8 @@ func evidence(ctx context.Context, pool *pgxpool.Pool, schema string, vs []invar
 	var b strings.Builder
 	seen := map[uuid.UUID]bool{}
 	for _, v := range vs {
-		if seen[v.RunID] || len(seen) == evidenceRuns {
-			continue
+		if v.RunID == uuid.Nil || seen[v.RunID] || len(seen) == evidenceRuns {
+			continue // uuid.Nil: a violation of no one run (a limit's, say)
 		}
 		seen[v.RunID] = true
 		fmt.Fprintf(&b, "EVIDENCE run %s\n", v.RunID)
@@ -78,19 +78,19 @@ func describeRun(ctx context.Context, pool *pgxpool.Pool, schema string, id uuid
 		return err
 	}
 	rows, err = pool.Query(ctx, `
-		SELECT step, attempt, status, is_rescue, epoch, coalesce(worker, ''), started_at, coalesce(ended_at, started_at),
-		       coalesce(error_message, '')
+		SELECT step, attempt, status, is_rescue, epoch, coalesce(worker, ''), started_at,
+		       coalesce(to_char(ended_at AT TIME ZONE 'UTC', 'HH24:MI:SS.US'), 'still running'), coalesce(error_message, '')
 		FROM `+s+`.attempts WHERE run_id = $1 ORDER BY step, attempt`, id)
 	if err != nil {
 		return err
 	}
 	var attempt int
 	var rescue bool
-	var worker, msg string
-	var started, ended time.Time
+	var worker, ended, msg string
+	var started time.Time
 	_, err = pgx.ForEachRow(rows, []any{&step, &attempt, &status, &rescue, &epoch, &worker, &started, &ended, &msg}, func() error {
 		fmt.Fprintf(b, "  attempt %d.%d: %s, rescue %v, epoch %d, worker %s, %s to %s %s\n", step, attempt, status, rescue, epoch, worker,
-			started.UTC().Format("15:04:05.000000"), ended.UTC().Format("15:04:05.000000"), msg)
+			started.UTC().Format("15:04:05.000000"), ended, msg)
 		return nil
 	})
 	return err
