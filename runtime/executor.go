@@ -158,6 +158,17 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 			return a.stopped(abandoned, "begin the step's transaction", err)
 		}
 	}
+	// The call is the side effect, and the lease may have run out since
+	// the attempt was recorded (the process paused between the commit and
+	// here, its answer slow to come): another worker may hold the run by
+	// now, and the sweep may have given the attempt's capacity to another
+	// call. By the worker's own clock (leaseLeft counts from when the last
+	// renewal was sent), a lease that can no longer be ours is not called
+	// under: the attempt is lost, as if the worker had died here, and
+	// rescued (an at-most-once step's is indeterminate, as then).
+	if e.lost.Load() || e.leaseLeft() <= 0 {
+		return a.stopped(lost, "lease ran out between the attempt's start and its call", nil)
+	}
 	// An activity that ends its goroutine (runtime.Goexit, t.FailNow in a
 	// test) returns nothing: the observer still hears of its attempt, lost.
 	returned := false

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -374,3 +376,109 @@ func TestLease_HeartbeatIsNotStarvedByActivitiesHoldingThePool(t *testing.T) {
 		t.Fatalf("%d leases lost while activities held the pool: the heartbeat was starved", lost)
 	}
 }
+
+// A worker that learns its attempt is recorded only after its lease ran
+// out (its process paused between the commit and the call: SIGSTOP, a
+// stall, a slow network) does not make the call: another worker may hold
+// the run by now, and the sweep may have given the attempt's capacity to
+// another call (the chaos test saw three calls in flight under a limit of
+// two, one of them made 1.3 s after its attempt's start). The attempt is
+// lost, and rescued; the call is made once, by the rescue.
+func TestLease_AnAttemptRecordedAfterTheLeaseRanOutIsNotCalled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var calls atomic.Int32
+	act := activities.New("call", func(ctx context.Context, x in) (int, error) {
+		calls.Add(1)
+		return x.N, nil
+	})
+	wf := oneStep(act)
+	stall := &stallAfterStart{stalled: make(chan struct{}), resume: make(chan struct{})}
+	cfg := e.config()
+	cfg.LeaseTTL, cfg.HeartbeatInterval = 2*time.Second, 500*time.Millisecond
+	w, err := runtime.NewWorker(e.tracedPool(t, stall), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.WithoutCancel(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stall.release()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Shutdown(ctx)
+	})
+	run, err := sdk.Start(e.ctx, e.client, wf, in{N: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stall.stalled: // the attempt's start committed; the worker does not know yet
+	case <-time.After(20 * time.Second):
+		t.Fatal("the attempt's start was never sent")
+	}
+	// No renewal gets through meanwhile: the run's row is held FOR SHARE
+	// (which the attempt's start, FOR KEY SHARE, did not wait for).
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(e.ctx)) }() // a no-op once committed
+	if _, err := tx.Exec(e.ctx, fmt.Sprintf(`SELECT 1 FROM %s.runs WHERE id = $1 FOR SHARE`, e.schema), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the lease to run out by the worker's clock", func() bool { return w.Stats().LeasesLost == 1 })
+	stall.release()
+	time.Sleep(200 * time.Millisecond) // the worker hears of its start, and would call
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d calls after the lease ran out by the worker's clock, want none", n)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := result(t, run); err != nil || out != 5 {
+		t.Fatalf("Result = %d, %v", out, err)
+	}
+	if got := e.statuses(run.ID); !slices.Equal(got, []string{"1.1:lost", "1.2:succeeded"}) {
+		t.Fatalf("attempts = %v, want the one recorded after the lease ran out lost, then its rescue", got)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d calls, want 1: the attempt recorded after the lease ran out was called", n)
+	}
+}
+
+// stallAfterStart stalls the connection that sends the first attempt's
+// start, once, after that batch has committed and before its results are
+// read, until release.
+type stallAfterStart struct {
+	once    sync.Once
+	stalled chan struct{}
+	resume  chan struct{}
+	done    sync.Once
+}
+
+func (s *stallAfterStart) release() { s.done.Do(func() { close(s.resume) }) }
+
+func (s *stallAfterStart) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (s *stallAfterStart) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *stallAfterStart) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (s *stallAfterStart) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	// A batch commits once the server has run all of it (its Sync), before
+	// its results are read: this one's attempt row is already committed.
+	if !strings.Contains(d.SQL, "AS x(run_id, epoch, step, attempt, activity, policy, rescue") {
+		return
+	}
+	s.once.Do(func() {
+		close(s.stalled)
+		<-s.resume
+	})
+}
+func (s *stallAfterStart) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
