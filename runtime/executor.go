@@ -158,15 +158,7 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 			return a.stopped(abandoned, "begin the step's transaction", err)
 		}
 	}
-	// The call is the side effect, and the lease may have run out since
-	// the attempt was recorded (the process paused between the commit and
-	// here, its answer slow to come): another worker may hold the run by
-	// now, and the sweep may have given the attempt's capacity to another
-	// call. By the worker's own clock (leaseLeft counts from when the last
-	// renewal was sent), a lease that can no longer be ours is not called
-	// under: the attempt is lost, as if the worker had died here, and
-	// rescued (an at-most-once step's is indeterminate, as then).
-	if e.lost.Load() || e.leaseLeft() <= 0 {
+	if e.leaseRanOut() {
 		return a.stopped(lost, "lease ran out between the attempt's start and its call", nil)
 	}
 	// An activity that ends its goroutine (runtime.Goexit, t.FailNow in a
@@ -181,6 +173,17 @@ func (s *stepRun) try(ctx context.Context, rescue bool) attempt {
 	returned = true
 	return s.classify(ctx, a, stx, out, stack, callErr, started.Elapsed, timeout)
 }
+
+// leaseRanOut reports, just before an attempt's call, whether the lease
+// may have run out since the attempt was recorded (the process paused
+// between the commit and the call, its answer slow to come): another
+// worker may hold the run by now, and the sweep may have given the
+// attempt's capacity to another call. By the worker's own clock (leaseLeft
+// counts from when the last renewal was sent), a lease that can no longer
+// be ours is not called under: the attempt is lost, as if the worker had
+// died there, and rescued (an at-most-once step's is indeterminate, as
+// then).
+func (e *execution) leaseRanOut() bool { return e.lost.Load() || e.leaseLeft() <= 0 }
 
 // classify turns what the activity returned into the attempt's verdict:
 // success, an error to retry or give up on, or an interruption that is not
