@@ -36,6 +36,11 @@ type claimer struct {
 	mu       sync.Mutex
 	timers   map[int64]*time.Timer // wakeAt's, by wakeBucket of their time; stopped with the claimer (under mu)
 
+	// hearing: the worker's LISTEN is known to hear the runs channel's
+	// notices (listener.delivering). backlog: a claim may find runs the
+	// last one left for lack of free slots. See slotFreed.
+	hearing, backlog atomic.Bool
+
 	// Wakes: wakesDue is set by a notice of one, by a LISTEN taking effect
 	// and by wakes left busy; cancelsDue by a LISTEN taking effect, for the
 	// held runs' cancels whose notices it missed. lastWakes is when the
@@ -153,6 +158,20 @@ func (c *claimer) signal() {
 	}
 }
 
+// slotFreed is called when a run's execution ends: its slot is free. It
+// wakes the claim loop when a claim may find a run: the last claim filled
+// every free slot, or was not made for want of one, or the worker does not
+// hear the notices (a transaction pooler, PollOnly) and so knows nothing
+// of what was started since. A worker whose last claim found fewer runs
+// than it had room for, and which hears the notices, is woken by the
+// notice of the next run instead: at idle, a claim after every run's end
+// was one statement a run that found nothing (bench C).
+func (c *claimer) slotFreed() {
+	if c.backlog.Load() || !c.hearing.Load() {
+		c.signal()
+	}
+}
+
 // wakeAt wakes the claim loop d from now, when that is sooner than its next
 // poll could be: a run it suspended until then (a receive's timeout, a
 // sleep) is claimed on time rather than up to a PollInterval late. Later
@@ -212,8 +231,11 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 	n, held := c.pool.holding(cancels)
 	free := c.cfg.Concurrency - n
 	wake := c.wakesDue.Swap(false) || cancels || time.Since(c.lastWakes) >= wakeEvery
-	if free <= 0 && !wake {
-		return false, nil
+	if free <= 0 {
+		c.backlog.Store(true) // woken with no room: whatever woke it waits for a slot
+		if !wake {
+			return false, nil
+		}
 	}
 	began := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
@@ -238,11 +260,16 @@ func (c *claimer) claimOnce(ctx, base context.Context, names []string) (full boo
 		c.lastWakes = began
 		c.woken(woken)
 	}
+	full = free > 0 && len(claimed) == free
+	if free > 0 {
+		// Set before the runs start, so that the first to end sees it.
+		c.backlog.Store(full)
+	}
 	for _, run := range claimed {
 		c.claimed.Add(1)
 		c.pool.start(run.ID, c.execution(base, run, began))
 	}
-	return free > 0 && len(claimed) == free, nil
+	return full, nil
 }
 
 // claim takes up to free runs, in one statement with the wakes when wake is

@@ -106,17 +106,18 @@ func TestListener_NamesItselfOnlyWhileItHears(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &listener{cfg: &Config{Label: "me"}, store: st}
-	if got := st.WakeTarget(); got != "" {
+	c := &claimer{wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	l := &listener{cfg: &Config{Label: "me"}, store: st, claims: c}
+	if got := st.WakeTarget(); got != "" || c.hearing.Load() {
 		t.Fatalf("before the LISTEN hears anything, wakes are announced to %q, want every worker", got)
 	}
 	l.delivering()
-	if got := st.WakeTarget(); got != "me" {
-		t.Fatalf("while it hears, wakes are announced to %q, want me", got)
+	if got := st.WakeTarget(); got != "me" || !c.hearing.Load() {
+		t.Fatalf("while it hears, wakes are announced to %q (claimer hearing: %t), want me", got, c.hearing.Load())
 	}
 	l.lost()
-	if got := st.WakeTarget(); got != "" {
-		t.Fatalf("once lost, wakes are announced to %q, want every worker", got)
+	if got := st.WakeTarget(); got != "" || c.hearing.Load() {
+		t.Fatalf("once lost, wakes are announced to %q (claimer hearing: %t), want every worker", got, c.hearing.Load())
 	}
 	l.delivering()
 	l.cfg = &Config{Label: strings.Repeat("x", maxWakeLabel+1)}
@@ -124,5 +125,35 @@ func TestListener_NamesItselfOnlyWhileItHears(t *testing.T) {
 	l.delivering()
 	if got := st.WakeTarget(); got != "" {
 		t.Fatalf("a label of %d bytes is named in wakes (%d bytes), want every worker", maxWakeLabel+1, len(got))
+	}
+}
+
+// A run's end wakes the claim loop only when a claim may find something:
+// the last one filled every free slot or was not made for want of one, or
+// the worker does not hear the notices of new runs.
+func TestClaimer_ASlotFreedWakesTheClaimsOnlyWhenAClaimMayFindARun(t *testing.T) {
+	c := &claimer{wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	woken := func() bool {
+		select {
+		case <-c.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		hearing, backlog, want bool
+	}{
+		{hearing: true, backlog: false, want: false}, // the next run's notice wakes it
+		{hearing: true, backlog: true, want: true},
+		{hearing: false, backlog: false, want: true}, // no notice would
+		{hearing: false, backlog: true, want: true},
+	} {
+		c.hearing.Store(tc.hearing)
+		c.backlog.Store(tc.backlog)
+		c.slotFreed()
+		if got := woken(); got != tc.want {
+			t.Errorf("hearing %t, backlog %t: a slot freed woke the claims: %t, want %t", tc.hearing, tc.backlog, got, tc.want)
+		}
 	}
 }

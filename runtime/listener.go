@@ -97,6 +97,7 @@ const maxWakeLabel = 1000
 // it would reach no one, and the woken runs would wait for the others'
 // later claims or for the next poll.
 func (l *listener) delivering() {
+	l.claims.hearing.Store(true)
 	if len(l.cfg.Label) <= maxWakeLabel {
 		l.store.SetWakeTarget(l.cfg.Label)
 	}
@@ -104,7 +105,10 @@ func (l *listener) delivering() {
 
 // lost is called when the worker's LISTEN stops hearing notices, until it
 // listens again: the runs its gives wake are announced to every worker.
-func (l *listener) lost() { l.store.SetWakeTarget("") }
+func (l *listener) lost() {
+	l.claims.hearing.Store(false)
+	l.store.SetWakeTarget("")
+}
 
 // notified handles a notice on the runs channel: a run to claim (any
 // payload), a wake to apply ("wake", a signal sent), the Cancel of a run

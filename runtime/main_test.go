@@ -94,7 +94,18 @@ func (e *env) worker(cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker
 // workerCtx is worker started with ctx's values (such as an override table).
 func (e *env) workerCtx(ctx context.Context, cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker {
 	e.t.Helper()
-	w, err := runtime.NewWorker(e.pool, cfg)
+	return e.workerOnCtx(ctx, e.pool, cfg, defs...)
+}
+
+// workerOn is worker on pool (a traced one, say) instead of e's.
+func (e *env) workerOn(pool *pgxpool.Pool, cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker {
+	e.t.Helper()
+	return e.workerOnCtx(e.ctx, pool, cfg, defs...)
+}
+
+func (e *env) workerOnCtx(ctx context.Context, pool *pgxpool.Pool, cfg runtime.Config, defs ...sdk.Definition) *runtime.Worker {
+	e.t.Helper()
+	w, err := runtime.NewWorker(pool, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func NewWorker(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		stopped: make(chan struct{}),
 	}
 	w.stopClaim, w.draining = w.claimer.stopped, &w.claimer.draining
-	w.pool = newRunPool(w.claimer.signal)
+	w.pool = newRunPool(w.claimer.slotFreed)
 	w.claimer.pool = w.pool
 	w.registry = &registry{cfg: &w.cfg, store: st, id: uuid.New()}
 	w.leases = &leaseKeeper{
