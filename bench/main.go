@@ -145,7 +145,41 @@ func main() {
 }
 
 func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
+	c, files, err := parseArgs(args, log)
+	if err != nil {
+		return err
+	}
+	if files.cpuProfile != "" {
+		f, err := os.Create(files.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	results, err := runAll(ctx, c)
+	printTable(out, results)
+	if files.json != "" {
+		b, jerr := json.MarshalIndent(results, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(files.json, append(b, '\n'), 0o644)
+		}
+		err = errors.Join(err, jerr)
+	}
+	return err
+}
+
+// outFiles are the files an invocation writes besides its table.
+type outFiles struct{ json, cpuProfile string }
+
+// parseArgs reads the command line into the configuration of the
+// workloads, or says what is wrong with it.
+func parseArgs(args []string, log io.Writer) (config, outFiles, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(log)
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		url = defaultURL
@@ -169,6 +203,7 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.IntVar(&c.lRounds, "l-rounds", 2, "L: pairs of its variants, in the order none, limit, limit, none, ...")
 	fs.IntVar(&c.lLimit, "l-limit", 100000, "L: the concurrency limit, which never binds")
 	fs.IntVar(&c.rRounds, "r-rounds", 2, "R: pairs of its variants, in the order none, adapter, adapter, none, ...")
+	dWorkers := fs.String("d-workers", "1,2,4", "D: the numbers of worker processes to drain with, in order")
 	hAttempts := fs.String("h-attempts", "100000,1000000,10000000", "H: the sizes of history to measure, in attempts")
 	fs.IntVar(&c.flow.workers, "flow-workers", 4, "flow scenarios: worker processes")
 	fs.IntVar(&c.flow.workerConcurrency, "flow-worker-concurrency", 20, "flow scenarios: runs each worker process executes at once")
@@ -179,58 +214,40 @@ func mainErr(ctx context.Context, args []string, out, log io.Writer) error {
 	flowWindow := fs.Duration("flow-seconds", time.Minute, "F-rate's window and F-breaker's outage (times -scale)")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the in-process workers and clients) to this file")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return c, outFiles{}, err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	if fs.NArg() > 0 {
+		return c, outFiles{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.url = url
 	c.systems = strings.Split(*systems, ",")
 	c.loads = strings.Split(*loads, ",")
 	for _, s := range c.systems {
 		if !slices.Contains(allSystems, s) {
-			return fmt.Errorf("unknown system %q (have %s)", s, strings.Join(allSystems, ","))
+			return c, outFiles{}, fmt.Errorf("unknown system %q (have %s)", s, strings.Join(allSystems, ","))
 		}
 	}
 	for _, l := range c.loads {
 		if !slices.Contains(allLoads, l) && !slices.Contains(moreLoads, l) {
-			return fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(append(slices.Clone(allLoads), moreLoads...), ","))
+			return c, outFiles{}, fmt.Errorf("unknown workload %q (have %s)", l, strings.Join(append(slices.Clone(allLoads), moreLoads...), ","))
 		}
 	}
-	for _, f := range strings.Split(*hAttempts, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 1 {
-			return fmt.Errorf("-h-attempts %q: want sizes of history in attempts, each 1 or more, separated by commas", *hAttempts)
-		}
-		c.hAttempts = append(c.hAttempts, v)
+	var err error
+	if c.hAttempts, err = positiveInts(*hAttempts); err != nil {
+		return c, outFiles{}, fmt.Errorf("-h-attempts %q: want sizes of history in attempts, each 1 or more, separated by commas", *hAttempts)
+	}
+	if c.dWorkers, err = positiveInts(*dWorkers); err != nil {
+		return c, outFiles{}, fmt.Errorf("-d-workers %q: want numbers of worker processes, each 1 or more, separated by commas", *dWorkers)
 	}
 	if c.history < 0 {
-		return fmt.Errorf("-history %d: want 0 or more finished runs", c.history)
+		return c, outFiles{}, fmt.Errorf("-history %d: want 0 or more finished runs", c.history)
 	}
 	n := func(base int) int { return max(1, int(float64(base)*scale+0.5)) }
 	c.runsA, c.runsB, c.runsC, c.runsD = n(5000), n(500), n(200), n(3000)
 	c.flow.concRuns, c.flow.concLimit = n(4000), 20
 	c.flow.rate, c.flow.burst, c.flow.keys, c.flow.breakerRPS = 50, 10, 3, 100
 	c.flow.seconds = max(5*time.Second, time.Duration(float64(*flowWindow)*scale))
-
-	results, err := runAll(ctx, c)
-	printTable(out, results)
-	if *jsonOut != "" {
-		b, jerr := json.MarshalIndent(results, "", "  ")
-		if jerr == nil {
-			jerr = os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
-		}
-		err = errors.Join(err, jerr)
-	}
-	return err
+	return c, outFiles{json: *jsonOut, cpuProfile: *cpuProfile}, nil
 }
 
 // runAll runs every chosen workload on every chosen system that supports it,
@@ -366,4 +383,17 @@ func redact(url string) string {
 		}
 	}
 	return url
+}
+
+// positiveInts parses a list of integers of 1 or more separated by commas.
+func positiveInts(list string) ([]int, error) {
+	var vs []int
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not an integer of 1 or more", f)
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
 }
