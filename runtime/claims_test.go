@@ -55,8 +55,13 @@ func TestClaims_AnIdleWorkerClaimsOncePerRunNotAgainAtItsEnd(t *testing.T) {
 			t.Fatalf("run %d: %d, %v", n, out, err)
 		}
 	}
-	one(0)
-	time.Sleep(300 * time.Millisecond) // the listener's check that its LISTEN hears (its own notice)
+	// Until the listener has checked that its LISTEN hears (its own
+	// notice), every run's end claims: wait for a run that costs one.
+	eventually(t, "a run that costs one claim", func() bool {
+		before := counter.n.Load()
+		one(0)
+		return counter.n.Load()-before == 1
+	})
 	before := counter.n.Load()
 	const runs = 20
 	for i := 1; i <= runs; i++ {
