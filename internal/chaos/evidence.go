@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -28,16 +29,16 @@ const (
 func evidence(ctx context.Context, pool *pgxpool.Pool, schema string, vs []invariant.Violation, workers []*fleet.Worker) string {
 	var b strings.Builder
 	seen := map[uuid.UUID]bool{}
-	for _, v := range vs {
-		if v.RunID == uuid.Nil || seen[v.RunID] || len(seen) == evidenceRuns {
-			continue // uuid.Nil: a violation of no one run (a limit's, say)
+	for _, run := range named(vs) {
+		if seen[run] || len(seen) == evidenceRuns {
+			continue
 		}
-		seen[v.RunID] = true
-		fmt.Fprintf(&b, "EVIDENCE run %s\n", v.RunID)
-		if err := describeRun(ctx, pool, schema, v.RunID, &b); err != nil {
+		seen[run] = true
+		fmt.Fprintf(&b, "EVIDENCE run %s\n", run)
+		if err := describeRun(ctx, pool, schema, run, &b); err != nil {
 			fmt.Fprintf(&b, "  (the database could not describe it: %v)\n", err)
 		}
-		id, n := v.RunID.String(), 0
+		id, n := run.String(), 0
 		for _, w := range workers {
 			for _, l := range w.Log() {
 				if !strings.Contains(l, id) {
@@ -54,6 +55,26 @@ func evidence(ctx context.Context, pool *pgxpool.Pool, schema string, vs []invar
 	}
 	return b.String()
 }
+
+// named lists the runs the violations name, in order: each violation's own
+// run (none: a violation of no one run, a limit's, say), then the runs its
+// detail names (the calls in flight beside an attempt over a limit).
+func named(vs []invariant.Violation) []uuid.UUID {
+	var runs []uuid.UUID
+	for _, v := range vs {
+		if v.RunID != uuid.Nil {
+			runs = append(runs, v.RunID)
+		}
+		for _, m := range uuidPattern.FindAllString(v.Detail, -1) {
+			if id, err := uuid.Parse(m); err == nil && id != v.RunID {
+				runs = append(runs, id)
+			}
+		}
+	}
+	return runs
+}
+
+var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 // describeRun writes run id's row, steps and attempts.
 func describeRun(ctx context.Context, pool *pgxpool.Pool, schema string, id uuid.UUID, b *strings.Builder) error {

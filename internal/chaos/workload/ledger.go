@@ -78,12 +78,30 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 // must be counted) and it retries for up to 30s while the database is
 // unreachable; the random invocation ID makes a retried insert whose first
 // try committed harmless.
+//
+// The row's at is the invocation's instant, the moment Record was called:
+// the database's clock, less the time since then on the worker's clock,
+// measured once the connection is in hand, just before the statement is
+// sent. A worker frozen on its way to the database (waiting for a
+// connection, say) is thus not taken to have called when it resumed: it
+// called before it froze, and a call frozen in flight is the invariants'
+// to cut at the freeze.
 func (l *Ledger) Record(ctx context.Context, info activities.Info) (uuid.UUID, error) {
+	called := time.Now()
 	id := uuid.New()
-	err := l.exec(ctx, `INSERT INTO `+pgx.Identifier{l.schema}.Sanitize()+`.ledger
-		(id, run_id, step, attempt, activity, epoch, worker, pid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
-		id, info.RunID, info.Step, info.Attempt, info.Activity, info.Epoch, info.Worker, os.Getpid())
+	stmt := `INSERT INTO ` + pgx.Identifier{l.schema}.Sanitize() + `.ledger
+		(id, run_id, step, attempt, activity, epoch, worker, pid, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp() - $9 * interval '1 microsecond') ON CONFLICT (id) DO NOTHING`
+	err := l.retry(ctx, func(ctx context.Context) error {
+		conn, err := l.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		_, err = conn.Exec(ctx, stmt, id, info.RunID, info.Step, info.Attempt, info.Activity, info.Epoch, info.Worker, os.Getpid(),
+			time.Since(called).Microseconds())
+		return err
+	})
 	if err != nil {
 		return id, fmt.Errorf("workload: record invocation of %s step %d attempt %d: %w", info.RunID, info.Step, info.Attempt, err)
 	}
@@ -108,14 +126,6 @@ func (l *Ledger) Returned(ctx context.Context, id uuid.UUID, at time.Time) error
 		return fmt.Errorf("workload: record the return of invocation %s: %w", id, err)
 	}
 	return nil
-}
-
-// exec runs stmt until it succeeds, for up to recordFor whatever ctx says.
-func (l *Ledger) exec(ctx context.Context, stmt string, args ...any) error {
-	return l.retry(ctx, func(ctx context.Context) error {
-		_, err := l.pool.Exec(ctx, stmt, args...)
-		return err
-	})
 }
 
 // retry calls try until it succeeds, for up to recordFor whatever ctx says.
