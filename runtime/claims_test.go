@@ -2,37 +2,12 @@ package runtime_test
 
 import (
 	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tenurehq/tenure/activities"
 	"github.com/tenurehq/tenure/sdk"
 )
-
-// claims counts the claim statements sent on a pool.
-type claims struct{ n atomic.Int64 }
-
-func (c *claims) count(sql string) {
-	if strings.Contains(sql, "WITH pairs AS") {
-		c.n.Add(1)
-	}
-}
-func (c *claims) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.count(d.SQL)
-	return ctx
-}
-func (c *claims) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *claims) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *claims) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.count(d.SQL)
-}
-func (c *claims) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // An idle worker that hears the notices claims each run once, on its
 // notice: a run's end does not send a claim that finds nothing.
@@ -41,7 +16,7 @@ func TestClaims_AnIdleWorkerClaimsOncePerRunNotAgainAtItsEnd(t *testing.T) {
 	e := newEnv(t)
 	act := activities.New("claims-idle", func(_ context.Context, x in) (int, error) { return x.N, nil })
 	wf := oneStep(act)
-	counter := &claims{}
+	counter := &matching{substr: "WITH pairs AS"} // the claim statement
 	cfg := e.config()
 	cfg.PollInterval = time.Hour // no poll within the test: every claim is a notice's or a run's end's
 	e.workerOn(e.tracedPool(t, counter), cfg, wf)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -248,6 +249,31 @@ func (g *gate) wait() {
 	g.waiting.Add(1)
 	<-g.open
 }
+
+// matching counts the statements sent on a pool, batched or not, whose SQL
+// contains substr (a tracer for tracedPool).
+type matching struct {
+	substr string
+	n      atomic.Int64
+}
+
+func (m *matching) count(sql string) {
+	if strings.Contains(sql, m.substr) {
+		m.n.Add(1)
+	}
+}
+func (m *matching) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	m.count(d.SQL)
+	return ctx
+}
+func (m *matching) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (m *matching) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (m *matching) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	m.count(d.SQL)
+}
+func (m *matching) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // tracedPool is a pool on e's database whose every connection (a worker's
 // own, its committer's and heartbeat's included) reports its statements to

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,28 +138,6 @@ func TestSchedules_ABackfillsNoticeWakesAnIdleTicker(t *testing.T) {
 	}
 }
 
-// scheduleStatements counts the statements sent on a pool that name a
-// schedules table: the ticker's.
-type scheduleStatements struct{ n atomic.Int64 }
-
-func (s *scheduleStatements) count(sql string) {
-	if strings.Contains(sql, "schedule") {
-		s.n.Add(1)
-	}
-}
-func (s *scheduleStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.count(d.SQL)
-	return ctx
-}
-func (s *scheduleStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (s *scheduleStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (s *scheduleStatements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	s.count(d.SQL)
-}
-func (s *scheduleStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // A worker whose schedules are not due sends one statement a check (a
 // check a second), with a history of backfill requests carried out: the
 // check that looks for a waiting request is the same statement.
@@ -170,7 +147,7 @@ func TestSchedules_AnIdleTickerSendsOneStatementACheck(t *testing.T) {
 	e.exec(`INSERT INTO {schema}.schedules (name, spec, workflow) VALUES ('nightly', '@daily', 'idle')`)
 	e.exec(`INSERT INTO {schema}.schedule_backfills (schedule, from_at, to_at, done_at, ticks)
 		SELECT 'nightly', now() - interval '1 day', now(), now(), '{}' FROM generate_series(1, 1000)`)
-	counter := &scheduleStatements{}
+	counter := &matching{substr: "schedule"} // the ticker's statements name a schedules table
 	pool := e.tracedPool(t, counter)
 	wcfg := e.config()
 	wf, _ := tickReader("idle")
